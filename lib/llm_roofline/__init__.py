@@ -1,0 +1,13 @@
+"""llm_roofline: the single source of numbers for the course book *The physics of LLM inference*.
+
+Every notebook imports this package; every figure and every number in the book's prose is
+computed here once. Modules, from data up:
+
+- ``dtypes``, ``hardware``, ``models``: element sizes, accelerator specs, model configs
+- ``roofline``, ``formulas``: attainable performance; FLOPs and bytes, derived with SymPy
+- ``estimate``: the VRAM and throughput calculator
+- ``tiny``: a NumPy Llama that counts its own FLOPs and bytes
+- ``measure``: micro-benchmarks of the host
+"""
+
+__version__ = "0.1.0"
