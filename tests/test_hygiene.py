@@ -1,0 +1,69 @@
+"""The repository's own rules: toc and notebooks agree, notebooks are committed clean, chapters have their parts."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import ROOT, notebooks, toc_files
+
+
+def test_every_toc_entry_exists():
+    for entry in toc_files():
+        candidates = [ROOT / f"{entry}{suffix}" for suffix in (".md", ".ipynb")]
+        assert any(p.exists() for p in candidates), f"_toc.yml names {entry!r}, which does not exist"
+
+
+def test_every_notebook_and_page_is_in_the_toc():
+    listed = set(toc_files())
+    pages = [*notebooks(), *(ROOT / "book").glob("*.md")]
+    for path in pages:
+        name = str(path.relative_to(ROOT).with_suffix(""))
+        assert name in listed, f"{name} is not in _toc.yml, so the book would not show it"
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_notebook_is_committed_clean(path):
+    nb = json.loads(path.read_text())
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            assert not cell.get("outputs"), f"{path.name}: cell {i} carries outputs"
+            assert cell.get("execution_count") is None, f"{path.name}: cell {i} has an execution count"
+
+
+def _source(cell) -> str:
+    src = cell["source"]
+    return src if isinstance(src, str) else "".join(src)
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_chapter_has_exercises_solutions_takeaways_and_citations(path):
+    """DESIGN.md's chapter shape: exercises with tagged solutions, a takeaways box, citations."""
+    cells = json.loads(path.read_text())["cells"]
+    exercises, solutions = set(), set()
+    inside_solution = False
+    for i, cell in enumerate(cells):
+        text = _source(cell)
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        exercises.update(re.findall(r"\{exercise-start\}[^\n]*\n:label:\s*(\S+)", text))
+        started = re.findall(r"\{solution-start\}\s*(\S+)", text)
+        solutions.update(started)
+        if started:
+            inside_solution = True
+        if inside_solution:
+            assert "solution" in tags, f"{path.name}: cell {i} is part of a solution but lacks the 'solution' tag"
+        if "{solution-end}" in text:
+            inside_solution = False
+    assert len(exercises) >= 4, f"{path.name}: {len(exercises)} exercises, a chapter needs at least 4"
+    assert exercises == solutions, f"{path.name}: exercises without solutions: {exercises - solutions}"
+    markdown = "\n".join(_source(c) for c in cells if c["cell_type"] == "markdown")
+    assert re.search(r"takeaway", markdown, re.I), f"{path.name}: no takeaways box"
+    assert "{cite" in markdown, f"{path.name}: cites nothing"
+
+
+def test_requirements_pin_jupyter_book_1():
+    reqs = (ROOT / "requirements.txt").read_text()
+    pin = re.search(r"^jupyter-book==(\d+)\.", reqs, re.M)
+    assert pin and pin.group(1) == "1", "Jupyter Book 2.x has no _config.yml: pin 1.x"
