@@ -1,0 +1,203 @@
+"""Answer checks for the book's exercises: ``check("roofline-1", 590)``.
+
+Each exercise has an id (``<chapter>-<n>``), an expected value computed from the library
+when first checked (so the book and its answers cannot drift apart), a unit, a relative
+tolerance and a hint. A check says whether the answer is right, and if not, how far off
+it is and a hint, never the expected value itself.
+
+Chapters add their exercises with ``register``, next to the roofline ones below.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One numeric exercise; ``expected()`` computes the answer from the library."""
+
+    id: str
+    expected: Callable[[], float]
+    unit: str
+    rtol: float
+    hint: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The result of a check: truthy when correct; displays as its message."""
+
+    correct: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.correct
+
+    def __str__(self) -> str:
+        return self.message
+
+    __repr__ = __str__
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def register(id: str, expected: Callable[[], float], *, unit: str, hint: str,
+             rtol: float = 0.01) -> Exercise:
+    """Add an exercise; ``expected`` is a function of no arguments (called at check time)."""
+    if id in _REGISTRY:
+        raise ValueError(f"exercise id {id!r} is already registered")
+    if not 0 <= rtol < 1:
+        raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
+    _REGISTRY[id] = Exercise(id, expected, unit, rtol, hint)
+    return _REGISTRY[id]
+
+
+def list_exercises() -> list[str]:
+    """All registered exercise ids."""
+    return list(_REGISTRY)
+
+
+def check(id: str, answer: float) -> Verdict:
+    """Compare ``answer`` (in the exercise's unit) with the expected value.
+
+    Correct means within the exercise's relative tolerance. Otherwise the verdict says
+    whether the answer is too high or too low and by how much, and gives the hint.
+    """
+    if id not in _REGISTRY:
+        raise ValueError(f"unknown exercise {id!r}; known: {', '.join(_REGISTRY)}")
+    exercise = _REGISTRY[id]
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        raise ValueError(f"answer must be a number in {exercise.unit}, got {answer!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"answer must be a finite number in {exercise.unit}, got {answer!r}")
+    expected = float(exercise.expected())
+    tolerance = f"{100 * exercise.rtol:.2g} %" if exercise.rtol else "exact"
+    if math.isclose(value, expected, rel_tol=exercise.rtol, abs_tol=0.0):
+        return Verdict(True, f"{id}: correct ({value:g} {exercise.unit}, tolerance {tolerance}).")
+    if value <= 0 < expected:
+        off = "not positive"
+    else:
+        ratio = value / expected
+        direction = "high" if ratio > 1 else "low"
+        factor = max(ratio, 1 / ratio)
+        if factor >= 2:
+            size = f"{factor:,.0f}" if factor >= 10 else f"{factor:.1f}"
+            off = f"too {direction} by a factor of about {size}"
+        else:
+            off = f"too {direction} by {100 * abs(ratio - 1):.2g} %"
+    return Verdict(
+        False,
+        f"{id}: not yet: {value:g} {exercise.unit} is {off} (tolerance {tolerance}). "
+        f"Hint: {exercise.hint}",
+    )
+
+
+# Chapter 3, the roofline model -------------------------------------------------------
+
+
+def _roofline_1() -> float:
+    from .hardware import get_accelerator
+
+    return get_accelerator("H100 SXM").ridge("fp8")
+
+
+def _roofline_2() -> float:
+    from .roofline import attainable
+
+    return attainable(64, "A100", dtype="bf16") / 1e12
+
+
+def _roofline_3() -> float:
+    from .hardware import get_accelerator
+
+    return math.ceil(get_accelerator("H200").ridge("bf16"))
+
+
+def _roofline_4() -> float:
+    from .dtypes import bytes_per_element
+
+    return float(bytes_per_element("bf16") / bytes_per_element("int4", 128, "fp16"))
+
+
+register(
+    "roofline-1", _roofline_1, unit="FLOPs/byte",
+    hint="the ridge is peak over bandwidth; use the dense FP8 peak, not the BF16 one.",
+)
+register(
+    "roofline-2", _roofline_2, unit="TFLOPS",
+    hint="below the ridge the roof is the slope I x B_mem; mind GB/s versus TFLOPS.",
+)
+register(
+    "roofline-3", _roofline_3, unit="sequences", rtol=0.0,
+    hint="in decode I = B; find the first whole B at or above the H200's BF16 ridge.",
+)
+register(
+    "roofline-4", _roofline_4, unit="times faster",
+    hint="a memory-bound kernel's time is bytes / bandwidth; count the group scales too.",
+)
+
+
+# Chapter 7, the calculator ------------------------------------------------------------
+
+
+def _calculator_1() -> float:
+    from .models import get_model
+
+    return 16 * 8192 * get_model("llama-3-70b").kv_cache_bytes_per_token("bf16") / 1e9
+
+
+def _calculator_2() -> float:
+    from .estimate import max_batch
+
+    return max_batch("llama-3-8b", "H100 SXM", 2048, 512)
+
+
+def _calculator_3() -> float:
+    from . import formulas as F
+
+    expected = F.expected_experts_expr().subs({F.n_experts: 256, F.top_k: 8, F.B: 16, F.n_new: 1})
+    return float(expected)
+
+
+def _calculator_4() -> float:
+    from .estimate import estimate
+
+    e = estimate("llama-3-70b", "H100 SXM", 64, 1024, 256, weight_dtype="fp8", kv_dtype="fp8",
+                 n_gpus=2)
+    return 1e3 * e.tpot_s
+
+
+def _calculator_5() -> float:
+    from .models import get_model
+
+    cfg = get_model("deepseek-v3")
+    per_head = cfg.n_heads * (cfg.head_dim + cfg.v_head_dim)
+    return per_head / (cfg.kv_lora_rank + cfg.qk_rope_head_dim)
+
+
+register(
+    "calculator-1", _calculator_1, unit="GB",
+    hint="2 (K and V) x layers x KV heads (not query heads) x head_dim x 2 bytes, per token.",
+)
+register(
+    "calculator-2", _calculator_2, unit="sequences", rtol=0.02,
+    hint="usable memory is 90 % of 80 GB; subtract the weights, divide by one sequence's cache.",
+)
+register(
+    "calculator-3", _calculator_3, unit="experts",
+    hint="an expert is missed by every one of the T tokens with probability (1 - k/E)^T.",
+)
+register(
+    "calculator-4", _calculator_4, unit="ms",
+    hint="one decode step makes one token for every user: do not divide the step time by B.",
+)
+register(
+    "calculator-5", _calculator_5, unit="times",
+    hint="per-head cache: heads x (key dim + value dim); latent: kv_lora_rank + rope dim.",
+)

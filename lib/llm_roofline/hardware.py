@@ -1,0 +1,184 @@
+"""Accelerator specs: memory, bandwidth and dense peak compute per precision, with sources.
+
+The figures live in ``data/accelerators.json`` (human units: GB, GB/s, TFLOPS); this module
+turns them into SI base units (bytes, bytes/s, FLOP/s) and computes what follows from them,
+such as the ridge point. Peaks are dense: never the 2:4-sparsity figure.
+
+>>> h100 = get_accelerator("h100-sxm")
+>>> round(h100.ridge("bf16"), 1)
+295.3
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import cache
+from importlib import resources
+
+from . import dtypes
+
+_TERA = Decimal(10) ** 12
+_GIGA = Decimal(10) ** 9
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One chip. Units: bytes, bytes/s, FLOP/s (OP/s for integer math)."""
+
+    name: str
+    vendor: str
+    architecture: str
+    memory_bytes: float  # capacity as the vendor states it in GB, times 1e9
+    memory_type: str
+    bandwidth: float  # memory bandwidth, bytes/s
+    peaks: dict[str, float] = field(hash=False)  # dense tensor math: "bf16" -> FLOP/s
+    interconnect: str | None  # scale-up link, e.g. "NVLink 4"; None for a lone chip
+    interconnect_bandwidth: float | None  # bytes/s per chip, both directions together
+    sources: dict[str, str] = field(hash=False)  # field -> document and date
+    notes: str = ""
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The precisions with a peak in the data, e.g. ("bf16", "fp16", "fp8", "int8")."""
+        return tuple(self.peaks)
+
+    def has(self, dtype: str) -> bool:
+        """Whether the data has a peak for ``dtype`` (an unknown dtype name raises)."""
+        return _peak_key(dtype) in self.peaks
+
+    def peak(self, dtype: str = "bf16") -> float:
+        """Dense peak of tensor math in ``dtype``, FLOP/s; both fp8 variants share "fp8"."""
+        key = _peak_key(dtype)
+        if key not in self.peaks:
+            raise ValueError(
+                f"{self.name} has no {dtype!r} peak in the data; "
+                f"its tensor math: {', '.join(self.precisions)}"
+            )
+        return self.peaks[key]
+
+    def ridge(self, dtype: str = "bf16") -> float:
+        """Ridge point I_ridge = P_peak / B_mem, FLOPs per byte."""
+        return self.peak(dtype) / self.bandwidth
+
+
+def _peak_key(dtype: str) -> str:
+    """The key of ``dtype`` in ``Accelerator.peaks``: its canonical name, "fp8" for both fp8s."""
+    key = dtypes.canonical(dtype)
+    return "fp8" if key.startswith("fp8") else key
+
+
+def _normalise(name: str) -> str:
+    """'H100 SXM5' -> 'h100sxm5': lower case, letters and digits only."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _from_record(record: dict) -> Accelerator:
+    link = record["interconnect"]
+    return Accelerator(
+        name=record["name"],
+        vendor=record["vendor"],
+        architecture=record["architecture"],
+        memory_bytes=float(Decimal(record["memory_gb"]) * _GIGA),
+        memory_type=record["memory_type"],
+        bandwidth=float(Decimal(record["bandwidth_gb_s"]) * _GIGA),
+        peaks={k: float(Decimal(v) * _TERA) for k, v in record["peak_tflops"].items()},
+        interconnect=link["name"] if link else None,
+        interconnect_bandwidth=float(Decimal(link["bandwidth_gb_s"]) * _GIGA) if link else None,
+        sources=dict(record["sources"]),
+        notes=record.get("notes", ""),
+    )
+
+
+@cache
+def _catalogue() -> tuple[tuple[Accelerator, ...], dict[str, Accelerator]]:
+    """All accelerators in file order, and a map from each normalised name or alias to one."""
+    text = resources.files("llm_roofline").joinpath("data/accelerators.json").read_text()
+    records = json.loads(text, parse_float=Decimal, parse_int=Decimal)["accelerators"]
+    chips, index = [], {}
+    for record in records:
+        chip = _from_record(record)
+        chips.append(chip)
+        vendor = _normalise(chip.vendor)
+        for alias in [record["name"], *record["aliases"]]:
+            key = _normalise(alias).removeprefix(vendor)
+            for k in (key, vendor + key):  # with and without the vendor's name
+                if index.get(k, chip) is not chip:
+                    raise ValueError(f"alias {alias!r} names both {index[k].name} and {chip.name}")
+                index[k] = chip
+    return tuple(chips), index
+
+
+def list_accelerators() -> list[str]:
+    """Names of all accelerators in the data, in file order (each is a valid lookup)."""
+    return [chip.name for chip in _catalogue()[0]]
+
+
+def get_accelerator(name: str | Accelerator) -> Accelerator:
+    """Look an accelerator up by name or alias, forgiving case and punctuation.
+
+    An ``Accelerator`` is returned as is. An unknown name raises ``ValueError`` with the
+    closest known names.
+    """
+    if isinstance(name, Accelerator):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"accelerator must be a name such as 'H100', got {name!r}")
+    chips, index = _catalogue()
+    key = _normalise(name)
+    if key in index:
+        return index[key]
+    close = difflib.get_close_matches(key, index, n=3, cutoff=0.5)
+    suggestions = list(dict.fromkeys(index[k].name for k in close))
+    hint = f"did you mean {' or '.join(map(repr, suggestions))}? " if suggestions else ""
+    raise ValueError(
+        f"unknown accelerator {name!r}; {hint}known: {', '.join(c.name for c in chips)}"
+    )
+
+
+def table(
+    precisions: tuple[str, ...] = ("bf16", "fp8"), names: list[str] | None = None
+) -> list[dict]:
+    """One row per accelerator for a notebook table: memory, bandwidth, peaks and ridges.
+
+    Units are in the column names; a chip without a precision gets ``None`` there.
+    """
+    rows = []
+    for chip in map(get_accelerator, names or list_accelerators()):
+        row = {
+            "accelerator": chip.name,
+            "architecture": chip.architecture,
+            "memory (GB)": chip.memory_bytes / 1e9,
+            "memory type": chip.memory_type,
+            "bandwidth (GB/s)": chip.bandwidth / 1e9,
+        }
+        for dtype in precisions:
+            has = chip.has(dtype)
+            row[f"{dtype} peak (TFLOPS)"] = chip.peak(dtype) / 1e12 if has else None
+            row[f"{dtype} ridge (FLOPs/byte)"] = chip.ridge(dtype) if has else None
+        rows.append(row)
+    return rows
+
+
+def growth(
+    baseline: str = "A100", dtype: str = "bf16", names: list[str] | None = None
+) -> list[dict]:
+    """Each chip's compute, bandwidth and ridge relative to ``baseline`` (ratios, unitless)."""
+    base = get_accelerator(baseline)
+    rows = []
+    for chip in map(get_accelerator, names or list_accelerators()):
+        if not chip.has(dtype):
+            continue
+        rows.append(
+            {
+                "accelerator": chip.name,
+                "compute ratio": chip.peak(dtype) / base.peak(dtype),
+                "bandwidth ratio": chip.bandwidth / base.bandwidth,
+                "ridge (FLOPs/byte)": chip.ridge(dtype),
+            }
+        )
+    return rows
+

@@ -1,0 +1,94 @@
+"""Accelerator specs: the article's numbers, lookups, growth ratios, sources, bad input."""
+
+import json
+from importlib import resources
+
+import pytest
+
+from llm_roofline.hardware import Accelerator, get_accelerator, growth, list_accelerators, table
+
+
+def test_article_ridge_points():
+    a100, h100 = get_accelerator("A100"), get_accelerator("H100")
+    assert a100.peak("bf16") == 312.0e12 and a100.bandwidth == 2039e9
+    assert h100.peak("bf16") == 989.4e12 and h100.bandwidth == 3350e9
+    assert round(a100.ridge("bf16"), 1) == 153.0
+    assert round(h100.ridge("bf16"), 1) == 295.3
+
+
+def test_other_chips():
+    h200, b200 = get_accelerator("H200"), get_accelerator("B200")
+    assert h200.peaks == get_accelerator("H100").peaks  # same compute as the H100
+    assert (h200.memory_bytes, h200.bandwidth, h200.memory_type) == (141e9, 4.8e12, "HBM3e")
+    assert (b200.peak("bf16"), b200.bandwidth) == (2250e12, 8e12)
+    assert get_accelerator("MI300X").peak("bf16") == 1307.4e12
+    assert get_accelerator("H100").peak("fp8") == 1978.9e12  # FP8 doubles the peak (to rounding)
+
+
+@pytest.mark.parametrize(
+    "name, link", [("A100", 600e9), ("H100", 900e9), ("H200", 900e9), ("B200", 1800e9),
+                   ("MI300X", 896e9), ("M4 Max", None)],
+)
+def test_interconnect(name, link):
+    assert get_accelerator(name).interconnect_bandwidth == link
+
+
+def test_growth_claim_of_the_article():
+    rows = {r["accelerator"]: r for r in growth("A100", "bf16")}
+    h100, b200 = rows["NVIDIA H100 SXM"], rows["NVIDIA B200"]
+    assert round(h100["compute ratio"], 2) == 3.17 and round(h100["bandwidth ratio"], 2) == 1.64
+    assert round(b200["compute ratio"], 1) == 7.2 and round(b200["bandwidth ratio"], 1) == 3.9
+    assert rows["NVIDIA A100 SXM 80GB"]["compute ratio"] == 1.0
+
+
+@pytest.mark.parametrize("name", ["H100", "h100-sxm", "H100 SXM5", "nvidia h100 sxm", "H100_SXM"])
+def test_lookup_forgives_case_and_punctuation(name):
+    assert get_accelerator(name).name == "NVIDIA H100 SXM"
+
+
+def test_lookup_of_an_accelerator_returns_it():
+    chip = get_accelerator("A100")
+    assert get_accelerator(chip) is chip
+    assert isinstance(chip, Accelerator)
+    assert hash(chip) == hash(get_accelerator("a100 sxm4"))
+
+
+def test_unknown_name_suggests_close_ones():
+    with pytest.raises(ValueError, match="'H10'; did you mean 'NVIDIA H100 SXM'"):
+        get_accelerator("H10")
+    with pytest.raises(ValueError, match="known: .*Apple M4 Max"):
+        get_accelerator("TPU v5e")
+    with pytest.raises(ValueError, match="must be a name"):
+        get_accelerator(100)
+
+
+def test_missing_precision_names_what_the_chip_has():
+    with pytest.raises(ValueError, match="A100 SXM 80GB has no 'fp8' peak.*bf16, fp16, int8, int4"):
+        get_accelerator("A100").peak("fp8")
+    with pytest.raises(ValueError, match="M4 Max has no 'int8'"):
+        get_accelerator("M4 Max").ridge("int8")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        get_accelerator("H100").peak("fp6")
+    assert get_accelerator("H100").peak("fp8_e5m2") == get_accelerator("H100").peak("FP8")
+
+
+def test_every_chip_is_complete_and_sourced():
+    raw = json.loads(resources.files("llm_roofline").joinpath("data/accelerators.json").read_text())
+    required = {"A100", "H100", "H200", "B200", "MI300X", "RTX 4090", "M4 Max"}
+    assert {get_accelerator(n).name for n in required} <= set(list_accelerators())
+    for record in raw["accelerators"]:
+        fields = {"memory_gb", "bandwidth_gb_s", "peak_tflops", "interconnect"}
+        assert set(record["sources"]) == fields
+        assert all(len(s) > 20 for s in record["sources"].values())
+        chip = get_accelerator(record["name"])
+        assert chip.memory_bytes > 0 and chip.bandwidth > 0 and "bf16" in chip.peaks
+
+
+def test_table_rows():
+    rows = table(("bf16", "fp8"))
+    assert [r["accelerator"] for r in rows] == list_accelerators()
+    a100 = rows[0]
+    assert a100["bandwidth (GB/s)"] == 2039 and a100["bf16 peak (TFLOPS)"] == 312
+    assert a100["fp8 peak (TFLOPS)"] is None and a100["fp8 ridge (FLOPs/byte)"] is None
+    with pytest.raises(ValueError, match="unknown dtype"):
+        table(("fp6",))
