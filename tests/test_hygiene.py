@@ -67,3 +67,12 @@ def test_requirements_pin_jupyter_book_1():
     reqs = (ROOT / "requirements.txt").read_text()
     pin = re.search(r"^jupyter-book==(\d+)\.", reqs, re.M)
     assert pin and pin.group(1) == "1", "Jupyter Book 2.x has no _config.yml: pin 1.x"
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_notebook_installs_the_library_on_colab(path):
+    """Colab opens a notebook alone: a hidden first code cell installs llm_roofline when it is missing."""
+    cells = json.loads(path.read_text())["cells"]
+    first_code = next(c for c in cells if c["cell_type"] == "code")
+    assert 'find_spec("llm_roofline")' in _source(first_code) and "%pip install" in _source(first_code)
+    assert "remove-cell" in first_code["metadata"].get("tags", [])

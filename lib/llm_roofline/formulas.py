@@ -1,0 +1,648 @@
+"""FLOPs and bytes of a transformer forward pass: the one place an analytic count is written.
+
+SymPy expressions are the source. :func:`op_expressions` writes, per operation, the FLOPs,
+bytes read and bytes written of one forward pass in the symbols below; :func:`op_costs`
+substitutes a :class:`~llm_roofline.models.ModelConfig` and a workload into those same
+expressions and returns exact integers. The article's identities (``I = B*L``,
+``I_KV = n_heads/n_kv_heads``, ...) are derived from the same expressions, so the book's
+derivation, the calculator and the tiny transformer's tally cannot drift apart.
+
+The workload
+------------
+One forward pass runs ``batch`` sequences (``B``), each feeding ``n_new`` new tokens that
+attend to ``n_past`` cached tokens plus themselves. Prefill of a prompt of length ``L`` is
+``n_new = L, n_past = 0``. A decode step is ``n_new = 1``; its context length is
+``L_ctx = n_past + 1``: the new token attends to the ``n_past`` cached tokens and to itself,
+and its key and value are written to the cache before attention reads it. In general the
+pass reads ``S = n_past + n_new`` keys and values per sequence, KV head and layer.
+
+Counting conventions (the tally of :mod:`llm_roofline.tiny` follows them exactly)
+--------------------------------------------------------------------------------
+FLOPs
+    * A matrix product of ``(m x k)`` by ``(k x n)`` is ``2*m*k*n`` (one multiply, one add).
+    * Adding a bias or a residual: 1 per output element.
+    * RMSNorm: 4 per element (square, sum, scale by ``1/rms``, scale by the weight); the
+      per-row mean, epsilon and reciprocal square root are not counted.
+    * RoPE: 3 per element of q and k (``x*cos + rotate_half(x)*sin``: two multiplies, one add;
+      the sign flip inside ``rotate_half`` is free).
+    * Softmax: 6 per score (scale by ``1/sqrt(head_dim)``, max, subtract, exp, sum, divide).
+    * SwiGLU: 5 per element of the intermediate (SiLU ``x/(1+exp(-x))`` as 4: negate, exp,
+      add, divide; times ``up`` as 1). A plain MLP activation (``gated_mlp=False``): 4.
+    * Embedding lookup, KV-cache reads and writes: 0.
+Bytes
+    * Nothing is fused: every operation reads its inputs from memory and writes its output.
+    * Weights are read once per pass, at ``weight_dtype``, by the operation that uses them
+      (norm weights and biases included); the embedding lookup reads only the rows it
+      gathers; the LM head reads the whole ``vocab x hidden`` matrix (tied or not).
+    * Activations are read and written at ``act_dtype``; the RoPE cos and sin tables
+      (``n_new x head_dim`` each, per layer) count as activations.
+    * The KV cache is read and written at ``kv_dtype``. ``kv_write`` reads the new k and v
+      activations and writes them to the cache; ``kv_read`` reads the ``S`` cached keys and
+      values once per layer. ``attn_scores`` and ``attn_values`` therefore count only their
+      non-cache traffic (q and scores; probabilities and output), so no byte is counted twice.
+    * Not counted: integer token ids, the causal mask, layout copies (transposes, reshapes).
+    * So activation bytes are those of a plain unfused implementation (NumPy, eager
+      PyTorch): an upper bound. Fused GPU kernels keep much of it on chip (FlashAttention
+      never writes the scores); weights and KV cache are what every implementation moves.
+Attention
+    ``causal=True`` counts only the (query, key) pairs the causal mask keeps, as a causal
+    kernel computes them: ``n_new*n_past + n_new*(n_new+1)/2`` per sequence and head.
+    ``causal=False`` counts the whole ``n_new x S`` score block, as a kernel that computes
+    everything and then masks. The scores and probabilities are materialised (unfused), at
+    ``act_dtype``, for exactly the pairs counted. The two agree for a decode step.
+The LM head runs on every new token (prefill returns logits for all ``L`` positions).
+
+The dense decoder is written first (multi-head, grouped-query and multi-query attention;
+gated or plain MLP; optional q, k, v biases); mixture of experts and multi-head latent
+attention follow in their own section at the end of this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy as sp
+
+from .dtypes import bytes_per_element
+
+# --- symbols ---------------------------------------------------------------------------
+# model
+n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab = sp.symbols(
+    "n_layers d_model d_ff n_heads n_kv_heads d_head V", positive=True, integer=True
+)
+# workload
+B, n_new, n_past = sp.symbols("B n_new n_past", positive=True, integer=True)
+L, L_ctx = sp.symbols("L L_ctx", positive=True, integer=True)
+_N_NEW, _N_PAST = n_new, n_past  # op_costs's arguments share these names
+# the article's aggregate parameter count
+P = sp.symbols("P", positive=True, integer=True)
+# bytes per element of weights, KV cache and activations
+b_w, b_kv, b_act = sp.symbols("b_w b_kv b_act", positive=True)
+
+OPS = (
+    "embed",
+    "attn_norm",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "rope",
+    "kv_write",
+    "kv_read",
+    "attn_scores",
+    "softmax",
+    "attn_values",
+    "o_proj",
+    "residual",
+    "mlp_norm",
+    "gate_proj",
+    "up_proj",
+    "mlp_act",
+    "down_proj",
+    "final_norm",
+    "lm_head",
+)
+"""Operation names in the order a pass runs them; the tiny transformer's tally uses the same."""
+
+LINEAR_OPS = (
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"
+)
+"""The operations that multiply activations by a weight matrix."""
+
+ATTENTION_OPS = ("attn_scores", "attn_values")
+"""The two matrix products of attention against the KV cache (scores ``q k^T``, values ``p v``)."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """FLOPs and bytes of some work: ``flops`` (FLOP), ``bytes_read``, ``bytes_written`` (byte)."""
+
+    flops: int
+    bytes_read: int
+    bytes_written: int
+
+    def __post_init__(self) -> None:
+        for field in ("flops", "bytes_read", "bytes_written"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"Cost.{field} must be a non-negative int, got {value!r}")
+
+    @property
+    def bytes(self) -> int:
+        """Bytes moved: read plus written."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte moved."""
+        if self.bytes == 0:
+            raise ValueError("Cost.intensity is undefined: no bytes are moved")
+        return self.flops / self.bytes
+
+    def __add__(self, other: Cost) -> Cost:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        return Cost(
+            self.flops + other.flops,
+            self.bytes_read + other.bytes_read,
+            self.bytes_written + other.bytes_written,
+        )
+
+
+ZERO = Cost(0, 0, 0)
+
+
+def total(costs) -> Cost:
+    """Sum of the costs in a dict (its values) or an iterable of :class:`Cost`."""
+    values = costs.values() if isinstance(costs, dict) else costs
+    out = ZERO
+    for c in values:
+        out = out + c
+    return out
+
+
+# --- the symbolic source -----------------------------------------------------------------
+def attention_pairs_expr(causal: bool = True) -> sp.Expr:
+    """(query, key) pairs scored per sequence and head in one pass.
+
+    Causal: new token ``i`` (0-based) sees ``n_past + i + 1`` keys, a sum of
+    ``n_new*n_past + n_new*(n_new+1)/2``. Not causal: the whole ``n_new x (n_past+n_new)`` block.
+    """
+    if causal:
+        i = sp.symbols("i", integer=True, nonnegative=True)
+        return sp.expand(sp.summation(n_past + i + 1, (i, 0, n_new - 1)))
+    return n_new * (n_past + n_new)
+
+
+def op_expressions(
+    *, causal: bool = True, gated_mlp: bool = True, qkv_bias: bool = False
+) -> dict[str, tuple[sp.Expr, sp.Expr, sp.Expr]]:
+    """Per operation, ``(flops, bytes_read, bytes_written)`` of one pass, summed over layers.
+
+    In the module's symbols: ``B, n_new, n_past`` (workload), ``n_layers, d_model, d_ff,
+    n_heads, n_kv_heads, head_dim, vocab`` (model), ``b_w, b_kv, b_act`` (bytes per element).
+    Operations a model lacks (``gate_proj`` with ``gated_mlp=False``) are ``(0, 0, 0)``.
+    """
+    return dict(_op_expressions(causal, gated_mlp, qkv_bias))
+
+
+@lru_cache(maxsize=None)
+def _op_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool):
+    T = B * n_new  # new tokens in the pass
+    S = n_past + n_new  # keys and values read per sequence and KV head
+    pairs = B * n_heads * attention_pairs_expr(causal)  # scores per layer
+    q_out, kv_out = n_heads * head_dim, n_kv_heads * head_dim
+    N = n_layers
+    zero = (sp.Integer(0),) * 3
+
+    def linear(d_in, d_out, bias=False):
+        # x [T, d_in] @ W.T [d_in, d_out] (+ b) -> [T, d_out]
+        flops = 2 * T * d_in * d_out + (T * d_out if bias else 0)
+        read = (d_out * d_in + (d_out if bias else 0)) * b_w + T * d_in * b_act
+        return flops, read, T * d_out * b_act
+
+    def norm():
+        return 4 * T * d_model, T * d_model * b_act + d_model * b_w, T * d_model * b_act
+
+    def per_layer(e):
+        return tuple(N * x for x in e)
+
+    e = {
+        "embed": (sp.Integer(0), T * d_model * b_w, T * d_model * b_act),
+        "attn_norm": per_layer(norm()),
+        "q_proj": per_layer(linear(d_model, q_out, qkv_bias)),
+        "k_proj": per_layer(linear(d_model, kv_out, qkv_bias)),
+        "v_proj": per_layer(linear(d_model, kv_out, qkv_bias)),
+        "rope": per_layer(
+            (
+                3 * T * (q_out + kv_out),
+                T * (q_out + kv_out) * b_act + 2 * n_new * head_dim * b_act,
+                T * (q_out + kv_out) * b_act,
+            )
+        ),
+        "kv_write": per_layer((sp.Integer(0), 2 * T * kv_out * b_act, 2 * T * kv_out * b_kv)),
+        "kv_read": per_layer((sp.Integer(0), 2 * B * S * kv_out * b_kv, sp.Integer(0))),
+        "attn_scores": per_layer((2 * head_dim * pairs, T * q_out * b_act, pairs * b_act)),
+        "softmax": per_layer((6 * pairs, pairs * b_act, pairs * b_act)),
+        "attn_values": per_layer((2 * head_dim * pairs, pairs * b_act, T * q_out * b_act)),
+        "o_proj": per_layer(linear(q_out, d_model)),
+        "residual": per_layer((2 * T * d_model, 4 * T * d_model * b_act, 2 * T * d_model * b_act)),
+        "mlp_norm": per_layer(norm()),
+        "gate_proj": per_layer(linear(d_model, d_ff)) if gated_mlp else zero,
+        "up_proj": per_layer(linear(d_model, d_ff)),
+        "mlp_act": per_layer(
+            (5 * T * d_ff, 2 * T * d_ff * b_act, T * d_ff * b_act)
+            if gated_mlp
+            else (4 * T * d_ff, T * d_ff * b_act, T * d_ff * b_act)
+        ),
+        "down_proj": per_layer(linear(d_ff, d_model)),
+        "final_norm": norm(),
+        "lm_head": linear(d_model, vocab),
+    }
+    assert tuple(e) == OPS
+    return {op: tuple(sp.sympify(x) for x in v) for op, v in e.items()}
+
+
+def linear_params_expr(*, gated_mlp: bool = True) -> sp.Expr:
+    """Parameters in weight matrices: the LM head included; norms, biases, embedding not."""
+    attn = d_model * (2 * n_heads * head_dim + 2 * n_kv_heads * head_dim)
+    mlp = (3 if gated_mlp else 2) * d_model * d_ff
+    return n_layers * (attn + mlp) + vocab * d_model
+
+
+# --- the article's identities ------------------------------------------------------------
+def linear_flops_expr() -> sp.Expr:
+    """FLOPs of the linear layers over ``B x L`` tokens: 2 per parameter per token, ``2*P*B*L``."""
+    return 2 * P * B * L
+
+
+def linear_weight_bytes_expr() -> sp.Expr:
+    """Weight traffic of the linear layers: each of the ``P`` parameters read once, ``b_w*P``."""
+    return b_w * P
+
+
+def linear_intensity_expr(bytes_per_param=2) -> sp.Expr:
+    """FLOPs per weight byte of the linear layers, ``2*P*B*L / (b_w*P)``: ``B*L`` at 2 bytes."""
+    ratio = linear_flops_expr() / linear_weight_bytes_expr()
+    return sp.simplify(ratio.subs(b_w, bytes_per_param))
+
+
+def decode_step(expr: sp.Expr) -> sp.Expr:
+    """Specialise a pass expression to one decode step: ``n_new = 1``, ``n_past = L_ctx - 1``."""
+    return sp.expand(expr.subs({n_new: 1, n_past: L_ctx - 1}))
+
+
+def prefill(expr: sp.Expr) -> sp.Expr:
+    """Specialise a pass expression to the prefill of ``L`` tokens: ``n_new = L, n_past = 0``."""
+    return sp.expand(expr.subs({n_new: L, n_past: 0}))
+
+
+def kv_read_bytes_expr() -> sp.Expr:
+    """KV-cache bytes read in one decode step: ``2*n_layers*n_kv_heads*d_head*L_ctx*B*b_kv``."""
+    return decode_step(op_expressions()["kv_read"][1])
+
+
+def attention_flops_expr(causal: bool = True) -> sp.Expr:
+    """Attention FLOPs (scores and values) of one pass, in ``B, n_new, n_past``.
+
+    Use :func:`decode_step` for the article's ``4*n_layers*n_heads*d_head*L_ctx*B`` and
+    :func:`prefill` for the prompt (causal: about half of ``4*n_layers*n_heads*d_head*L**2*B``).
+    """
+    e = op_expressions(causal=causal)
+    return sp.expand(sum(e[op][0] for op in ATTENTION_OPS))
+
+
+def kv_intensity_expr() -> sp.Expr:
+    """Attention FLOPs per KV byte of a decode step at 2 bytes/element: ``n_heads/n_kv_heads``."""
+    return sp.simplify(
+        (decode_step(attention_flops_expr()) / kv_read_bytes_expr()).subs(b_kv, 2)
+    )
+
+
+# --- numbers -----------------------------------------------------------------------------
+def _bytes_per_element(name: str, field: str) -> sp.Rational:
+    try:
+        return sp.Rational(bytes_per_element(name))
+    except ValueError as err:
+        raise ValueError(f"{field}: {err}") from None
+
+
+def _positive_int(value, field: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def op_costs(
+    cfg,
+    batch: int,
+    n_new: int,
+    n_past: int = 0,
+    *,
+    weight_dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    act_dtype: str | None = None,
+    causal: bool = True,
+) -> dict[str, Cost]:
+    """Cost of each operation in :data:`OPS` for one forward pass, summed over all layers.
+
+    ``batch`` sequences each process ``n_new`` new tokens attending to ``n_past`` cached tokens
+    plus themselves (prefill: ``n_past=0, n_new=L``; decode step: ``n_new=1, n_past=L_ctx-1``).
+    ``kv_dtype`` and ``act_dtype`` default to ``weight_dtype``. Counting conventions: see the
+    module docstring. Bytes of packed sub-byte types are rounded up to whole bytes per operation.
+    """
+    if getattr(cfg, "is_moe", False) or getattr(cfg, "is_mla", False):  # see the MoE/MLA section
+        return _moe_mla_op_costs(
+            cfg, batch, n_new, n_past, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            act_dtype=act_dtype, causal=causal,
+        )
+    _positive_int(batch, "batch")
+    _positive_int(n_new, "n_new")
+    _positive_int(n_past, "n_past", minimum=0)
+    if n_past + n_new > cfg.max_context:
+        raise ValueError(
+            f"n_past + n_new = {n_past + n_new} exceeds max_context = {cfg.max_context} "
+            f"of {cfg.name!r}"
+        )
+    sizes = {
+        b_w: _bytes_per_element(weight_dtype, "weight_dtype"),
+        b_kv: _bytes_per_element(kv_dtype or weight_dtype, "kv_dtype"),
+        b_act: _bytes_per_element(act_dtype or weight_dtype, "act_dtype"),
+    }
+    values = {
+        n_layers: cfg.n_layers, d_model: cfg.hidden_size, d_ff: cfg.intermediate_size,
+        n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim,
+        vocab: cfg.vocab_size, B: batch, _N_NEW: n_new, _N_PAST: n_past,
+    }
+    values = {k: sp.Integer(v) for k, v in values.items()} | sizes
+    exprs = op_expressions(causal=causal, gated_mlp=cfg.gated_mlp, qkv_bias=cfg.qkv_bias)
+    return {
+        op: Cost(*(int(sp.ceiling(x.xreplace(values))) for x in e)) for op, e in exprs.items()
+    }
+
+
+# =========================================================================================
+# --- Mixture of experts and multi-head latent attention (the calculator's section) -------
+# =========================================================================================
+# Written by the calculator (estimate.py); same conventions as above. A model with routed
+# experts (``cfg.is_moe``) or latent attention (``cfg.is_mla``) gets its own operations:
+#
+# Mixture of experts, in each of the ``n_layers - n_dense`` MoE layers (the first ``n_dense``
+# keep the dense MLP of width ``d_ff``): ``router`` (a ``d_model x E`` linear), then
+# ``gate_proj``, ``up_proj``, ``mlp_act`` and ``down_proj`` over the ``T*(k + n_shared)``
+# (token, expert) pairs at the expert width ``d_expert``, and ``moe_combine`` (scale each
+# expert's output by its router weight and sum: 2 FLOPs per element). Weight traffic: each
+# distinct expert a pass touches is read once. With uniform, independent routing of ``T``
+# tokens to ``k`` of ``E`` experts, an expert is missed by all of them with probability
+# ``(1 - k/E)**T``, so a pass reads ``E*(1 - (1 - k/E)**T)`` routed experts on average, plus
+# the ``n_shared`` shared experts always: about ``k*T`` for a few tokens, all ``E`` for many.
+#
+# Multi-head latent attention (DeepSeek-V2/V3), replacing ``q_proj``, ``k_proj``, ``v_proj``:
+# ``q_a_proj`` (``d_model -> q_rank``), ``q_a_norm``, ``q_b_proj`` (``q_rank -> n_heads*(d_nope
+# + d_rope)``; straight from ``d_model`` when ``q_rank = 0``), ``kv_a_proj`` (``d_model ->
+# kv_rank + d_rope``: the latent and one rotary key shared by all heads), ``kv_a_norm``,
+# ``rope`` (on the query's and the shared key's rotary parts), ``kv_write`` and ``kv_read``
+# (the cache holds only ``kv_rank + d_rope`` numbers per token and layer), ``kv_b_proj`` (the
+# latent's up-projection to per-head keys ``d_nope`` and values ``d_v``), ``attn_scores``,
+# ``softmax``, ``attn_values``, ``o_proj`` (``n_heads*d_v -> d_model``). Two ways to compute it:
+#
+# * naive (``absorbed=False``): up-project the latents of all ``S`` keys of every sequence,
+#   then ordinary attention with ``d_nope + d_rope`` key and ``d_v`` value dimensions;
+#   cheapest for prefill, where the new tokens are most of ``S``;
+# * absorbed (``absorbed=True``): fold the up-projection into the query and the output, and
+#   attend in latent space, ``kv_rank + d_rope`` dimensions per score and ``kv_rank`` per
+#   value, reading the cache as it is; cheapest for decode, where it avoids up-projecting
+#   ``S`` cached tokens to make one token.
+#
+# ``op_costs`` uses the naive form for a pass with ``n_new > 1`` and the absorbed form for a
+# decode step (``n_new == 1``), as DeepSeek's inference code and vLLM do.
+
+n_experts, top_k, d_expert = sp.symbols("E k d_expert", positive=True, integer=True)
+n_shared, n_dense, q_rank = sp.symbols("n_shared n_dense r_q", nonnegative=True, integer=True)
+kv_rank, d_rope, d_nope, d_v = sp.symbols("r_kv d_rope d_nope d_v", positive=True, integer=True)
+
+MOE_MLP_OPS = ("router", "gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine")
+"""A mixture-of-experts model's MLP operations, in order (replacing the dense four)."""
+
+MLA_ATTENTION_OPS = (
+    "q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm", "rope", "kv_write",
+    "kv_read", "kv_b_proj", "attn_scores", "softmax", "attn_values", "o_proj",
+)
+"""Latent attention's operations, in order (replacing ``q_proj`` ... ``o_proj``)."""
+
+_DENSE_ATTENTION = OPS[OPS.index("q_proj") : OPS.index("o_proj") + 1]
+_DENSE_MLP = OPS[OPS.index("gate_proj") : OPS.index("down_proj") + 1]
+
+
+def expected_experts_expr() -> sp.Expr:
+    """Distinct routed experts a pass of ``T = B*n_new`` tokens touches per MoE layer, on average.
+
+    Uniform, independent top-``k`` routing over ``E`` experts: ``E*(1 - (1 - k/E)**T)``.
+    """
+    return n_experts * (1 - (1 - top_k / n_experts) ** (B * n_new))
+
+
+def ops_for(cfg) -> tuple[str, ...]:
+    """The operation names :func:`op_costs` returns for ``cfg``, in the order a pass runs them."""
+    ops = OPS
+    if getattr(cfg, "is_mla", False):
+        i, j = ops.index("q_proj"), ops.index("o_proj") + 1
+        ops = ops[:i] + MLA_ATTENTION_OPS + ops[j:]
+    if getattr(cfg, "is_moe", False):
+        i, j = ops.index("gate_proj"), ops.index("down_proj") + 1
+        ops = ops[:i] + MOE_MLP_OPS + ops[j:]
+    return ops
+
+
+def model_expressions(
+    *, causal: bool = True, gated_mlp: bool = True, qkv_bias: bool = False,
+    moe: bool = False, mla: bool = False, q_lora: bool = True, absorbed: bool = False,
+) -> dict[str, tuple[sp.Expr, sp.Expr, sp.Expr]]:
+    """Per operation ``(flops, bytes_read, bytes_written)`` of one pass, for any supported model.
+
+    ``moe=mla=False`` gives :func:`op_expressions`. With ``moe``, the symbols ``E, k, n_shared,
+    d_expert, n_dense`` enter; with ``mla``, ``r_q, r_kv, d_rope, d_nope, d_v`` (``q_lora=False``:
+    no query compression). ``absorbed`` picks latent attention's form (see the section notes).
+    """
+    return dict(_model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed))
+
+
+@lru_cache(maxsize=None)
+def _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed):
+    dense = _op_expressions(causal, gated_mlp, qkv_bias)
+    attention = _mla_expressions(causal, q_lora, absorbed) if mla else {
+        op: dense[op] for op in _DENSE_ATTENTION
+    }
+    mlp = _moe_expressions(causal, gated_mlp, qkv_bias) if moe else {
+        op: dense[op] for op in _DENSE_MLP
+    }
+    out = {}
+    for op in OPS:
+        if op == "q_proj":
+            out.update(attention)
+        elif op == "gate_proj":
+            out.update(mlp)
+        elif op not in _DENSE_ATTENTION and op not in _DENSE_MLP:
+            out[op] = dense[op]
+    return {op: tuple(sp.sympify(x) for x in e) for op, e in out.items()}
+
+
+def _mla_expressions(causal: bool, q_lora: bool, absorbed: bool) -> dict:
+    T, S, N, H = B * n_new, n_past + n_new, n_layers, n_heads
+    pairs = B * H * attention_pairs_expr(causal)
+    qk, latent = d_nope + d_rope, kv_rank + d_rope
+    zero = (sp.Integer(0),) * 3
+
+    def linear(tokens, d_in, d_out):
+        return (
+            2 * tokens * d_in * d_out,
+            d_out * d_in * b_w + tokens * d_in * b_act,
+            tokens * d_out * b_act,
+        )
+
+    def norm(width):
+        return 4 * T * width, T * width * b_act + width * b_w, T * width * b_act
+
+    if absorbed:  # q_nope -> latent before the scores; latent output -> d_v after the values
+        kv_b = (
+            2 * T * H * kv_rank * (d_nope + d_v),
+            H * (d_nope + d_v) * kv_rank * b_w + T * H * (d_nope + kv_rank) * b_act,
+            T * H * (kv_rank + d_v) * b_act,
+        )
+        scores = (2 * latent * pairs, T * H * latent * b_act, pairs * b_act)
+        values = (2 * kv_rank * pairs, pairs * b_act, T * H * kv_rank * b_act)
+    else:  # up-project the S cached latents (read by kv_read) to per-head keys and values
+        kv_b = (
+            2 * B * S * kv_rank * H * (d_nope + d_v),
+            H * (d_nope + d_v) * kv_rank * b_w,
+            B * S * H * (d_nope + d_v) * b_act,
+        )
+        scores = (2 * qk * pairs, T * H * qk * b_act + B * S * H * d_nope * b_act, pairs * b_act)
+        values = (2 * d_v * pairs, pairs * b_act + B * S * H * d_v * b_act, T * H * d_v * b_act)
+    rotary = (H + 1) * d_rope  # the query's rotary part per head and the one shared key
+    e = {
+        "q_a_proj": linear(T, d_model, q_rank) if q_lora else zero,
+        "q_a_norm": norm(q_rank) if q_lora else zero,
+        "q_b_proj": linear(T, q_rank if q_lora else d_model, H * qk),
+        "kv_a_proj": linear(T, d_model, latent),
+        "kv_a_norm": norm(kv_rank),
+        "rope": (
+            3 * T * rotary,
+            T * rotary * b_act + 2 * n_new * d_rope * b_act,
+            T * rotary * b_act,
+        ),
+        "kv_write": (0, T * latent * b_act, T * latent * b_kv),
+        "kv_read": (0, B * S * latent * b_kv, 0),
+        "kv_b_proj": kv_b,
+        "attn_scores": scores,
+        "softmax": (6 * pairs, pairs * b_act, pairs * b_act),
+        "attn_values": values,
+        "o_proj": linear(T, H * d_v, d_model),
+    }
+    assert tuple(e) == MLA_ATTENTION_OPS
+    return {op: tuple(N * x for x in v) for op, v in e.items()}
+
+
+def _moe_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool) -> dict:
+    T = B * n_new
+    A = T * (top_k + n_shared)  # (token, expert) pairs
+    X = expected_experts_expr() + n_shared  # distinct experts whose weights the pass reads
+    M = n_layers - n_dense  # MoE layers
+    dense = _op_expressions(causal, gated_mlp, qkv_bias)  # the first n_dense layers
+    first = {op: tuple(x.subs(n_layers, n_dense) for x in dense[op]) for op in _DENSE_MLP}
+    zero = (sp.Integer(0),) * 3
+
+    def expert_linear(d_in, d_out):
+        return 2 * A * d_in * d_out, X * d_in * d_out * b_w + A * d_in * b_act, A * d_out * b_act
+
+    act = (5, 2) if gated_mlp else (4, 1)  # FLOPs and inputs per element, as in the dense MLP
+    moe = {
+        "router": (
+            2 * T * d_model * n_experts,
+            n_experts * d_model * b_w + T * d_model * b_act,
+            T * n_experts * b_act,
+        ),
+        "gate_proj": expert_linear(d_model, d_expert) if gated_mlp else zero,
+        "up_proj": expert_linear(d_model, d_expert),
+        "mlp_act": (act[0] * A * d_expert, act[1] * A * d_expert * b_act, A * d_expert * b_act),
+        "down_proj": expert_linear(d_expert, d_model),
+        "moe_combine": (2 * A * d_model, A * d_model * b_act, T * d_model * b_act),
+    }
+    assert tuple(moe) == MOE_MLP_OPS
+    return {
+        op: tuple(M * x + (first[op][i] if op in first else 0) for i, x in enumerate(v))
+        for op, v in moe.items()
+    }
+
+
+def expressions_for(cfg, *, causal: bool = True, absorbed: bool = False) -> dict:
+    """:func:`model_expressions` with the structure (MoE, MLA, biases, MLP kind) of ``cfg``."""
+    return model_expressions(
+        causal=causal, gated_mlp=cfg.gated_mlp, qkv_bias=cfg.qkv_bias,
+        moe=getattr(cfg, "is_moe", False), mla=getattr(cfg, "is_mla", False),
+        q_lora=bool(getattr(cfg, "q_lora_rank", 0)), absorbed=absorbed,
+    )
+
+
+def model_values(cfg) -> dict:
+    """The model symbols of :func:`model_expressions`, valued from a ``ModelConfig``."""
+    values = {
+        n_layers: cfg.n_layers, d_model: cfg.hidden_size, d_ff: cfg.intermediate_size,
+        n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim,
+        vocab: cfg.vocab_size,
+    }
+    if getattr(cfg, "is_moe", False):
+        values |= {
+            n_experts: cfg.n_routed_experts, top_k: cfg.n_experts_per_token,
+            n_shared: cfg.n_shared_experts, d_expert: cfg.moe_intermediate_size,
+            n_dense: cfg.first_dense_layers,
+        }
+    if getattr(cfg, "is_mla", False):
+        values |= {
+            q_rank: cfg.q_lora_rank, kv_rank: cfg.kv_lora_rank, d_rope: cfg.qk_rope_head_dim,
+            d_nope: cfg.qk_nope_head_dim, d_v: cfg.v_head_dim,
+        }
+    return {k: sp.Integer(v) for k, v in values.items()}
+
+
+def _moe_mla_op_costs(cfg, batch, n_new_, n_past_, *, weight_dtype, kv_dtype, act_dtype, causal):
+    """:func:`op_costs` for a model with routed experts or latent attention (exact integers)."""
+    _positive_int(batch, "batch")
+    _positive_int(n_new_, "n_new")
+    _positive_int(n_past_, "n_past", minimum=0)
+    if n_past_ + n_new_ > cfg.max_context:
+        raise ValueError(
+            f"n_past + n_new = {n_past_ + n_new_} exceeds max_context = {cfg.max_context} "
+            f"of {cfg.name!r}"
+        )
+    values = model_values(cfg) | {
+        B: sp.Integer(batch), _N_NEW: sp.Integer(n_new_), _N_PAST: sp.Integer(n_past_),
+        b_w: _bytes_per_element(weight_dtype, "weight_dtype"),
+        b_kv: _bytes_per_element(kv_dtype or weight_dtype, "kv_dtype"),
+        b_act: _bytes_per_element(act_dtype or weight_dtype, "act_dtype"),
+    }
+    exprs = expressions_for(cfg, causal=causal, absorbed=n_new_ == 1)
+    return {
+        op: Cost(*(int(sp.ceiling(sp.sympify(x).xreplace(values))) for x in e))
+        for op, e in exprs.items()
+    }
+
+
+@lru_cache(maxsize=None)
+def _traffic_functions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed):
+    """Per op, a NumPy function of (model values..., B, n_new, n_past) -> four arrays."""
+    exprs = _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed)
+    model = [n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab]
+    model += [n_experts, top_k, n_shared, d_expert, n_dense, q_rank, kv_rank, d_rope, d_nope, d_v]
+    args = [*model, B, _N_NEW, _N_PAST]
+    funcs = {}
+    for op, (flops, read, written) in exprs.items():
+        moved = sp.expand(read + written)  # linear in b_w, b_kv, b_act: split by coefficient
+        parts = [flops] + [moved.coeff(b) for b in (b_w, b_kv, b_act)]
+        funcs[op] = sp.lambdify(args, parts, modules="numpy")
+    return model, funcs
+
+
+def op_elements(cfg, batch, n_new_, n_past_=0, *, causal: bool = True, absorbed: bool = False):
+    """Vectorised op counts for the calculator: per op ``(flops, weight, kv, act)`` as arrays.
+
+    ``batch``, ``n_new_`` and ``n_past_`` may be NumPy arrays (they broadcast). ``weight``,
+    ``kv`` and ``act`` are the *elements* moved (read plus written) of each kind, so that bytes
+    are ``elements * bytes_per_element`` of the caller's precisions. The same expressions as
+    :func:`op_costs`, lambdified instead of substituted: floats, not exact integers.
+    """
+    import numpy as np
+
+    flags = (
+        causal, cfg.gated_mlp, cfg.qkv_bias, getattr(cfg, "is_moe", False),
+        getattr(cfg, "is_mla", False), bool(getattr(cfg, "q_lora_rank", 0)), absorbed,
+    )
+    model, funcs = _traffic_functions(*flags)
+    known = model_values(cfg)
+    values = [float(known.get(s, 0)) for s in model]
+    b, n, p = (np.asarray(x, dtype=float) for x in (batch, n_new_, n_past_))
+    shape = np.broadcast_shapes(b.shape, n.shape, p.shape)
+    return {
+        op: tuple(np.broadcast_to(np.asarray(x, dtype=float), shape) for x in f(*values, b, n, p))
+        for op, f in funcs.items()
+    }

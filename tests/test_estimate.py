@@ -1,0 +1,322 @@
+"""The calculator: memory, TTFT, TPOT, throughput; and the MoE/MLA section of formulas."""
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import llm_roofline as lr
+from llm_roofline import formulas as F
+from llm_roofline.estimate import (
+    _decode_step,
+    _mean_of_max,
+    _shares,
+    _sizes,
+    critical_batch,
+    gpus_needed,
+    max_batch,
+    memory,
+)
+
+H100 = lr.get_accelerator("h100-sxm")
+
+
+def test_public_api():
+    cfg = lr.get_model("llama-3-70b")
+    est = lr.estimate(cfg, lr.get_accelerator("h100-sxm"), batch=8, prompt_len=2048,
+                      output_len=256, weight_dtype="bf16", kv_dtype="bf16", n_gpus=4,
+                      mbu=1.0, mfu=1.0)
+    assert est.fits is True and est.bound == "memory" and est.prefill_bound == "compute"
+    assert est.throughput_tok_s == pytest.approx(8 / est.tpot_s)
+    assert isinstance(est.ttft_s, float) and isinstance(est.memory.kv_cache, float)
+
+
+# --- memory ----------------------------------------------------------------------------------
+def test_weights_and_kv_cache_exact_bf16():
+    cfg = lr.get_model("llama-3-8b")
+    mem = memory(cfg, H100, 4, 1000, 24)
+    assert mem.weights == cfg.n_params * 2
+    assert mem.kv_cache == 4 * 1024 * cfg.kv_cache_bytes_per_token("bf16")
+    assert mem.reserve == pytest.approx(8e9)
+    assert mem.free == mem.capacity - mem.reserve - mem.used
+
+
+def test_quantised_weights_keep_a_16_bit_embedding_and_head():
+    cfg = lr.get_model("llama-3-8b")
+    head = cfg.param_counts()["embedding"] + cfg.param_counts()["lm_head"]
+    body = cfg.n_params - head
+    assert memory(cfg, H100, 1, 1, 1, weight_dtype="fp8").weights == body * 1 + head * 2
+    int4 = memory(cfg, H100, 1, 1, 1, weight_dtype="int4").weights
+    assert int4 == pytest.approx(body * (0.5 + 2 / 128) + head * 2)  # one fp16 scale per 128
+
+
+def test_tensor_parallel_split_and_kv_replication():
+    cfg = lr.get_model("llama-3-70b")  # 8 KV heads
+    one, two = (memory(cfg, H100, 16, 4096, 1, n_gpus=n) for n in (1, 2))
+    assert two.kv_cache == one.kv_cache / 2
+    assert two.weights == pytest.approx(one.weights / 2, rel=1e-4)  # norms are replicated
+    eight, sixteen = (memory(cfg, H100, 16, 4096, 1, n_gpus=n) for n in (8, 16))
+    assert sixteen.kv_cache == eight.kv_cache == one.kv_cache / 8  # one KV head per GPU at least
+
+
+def test_mla_latent_cache_is_replicated_across_gpus():
+    cfg = lr.get_model("deepseek-v3")
+    kv = [memory(cfg, "h200", 8, 4096, 1, n_gpus=n).kv_cache for n in (1, 8)]
+    assert kv[0] == kv[1] == 8 * 4097 * 61 * 576 * 2
+
+
+def test_max_batch_is_the_edge_of_fitting():
+    cfg = lr.get_model("llama-3-8b")
+    most = max_batch(cfg, H100, 2048, 512)
+    assert memory(cfg, H100, most, 2048, 512).free >= 0
+    assert memory(cfg, H100, most + 1, 2048, 512).free < 0
+    contexts = np.array([1024, 2048, 4096])
+    assert list(max_batch(cfg, H100, contexts, 512)) == [
+        max_batch(cfg, H100, int(c), 512) for c in contexts
+    ]
+
+
+def test_gpus_needed():
+    # DeepSeek-V3 in bf16: 1.34 TB of weights; tensor parallelism must divide 128 heads
+    n = gpus_needed("deepseek-v3", "h100", 1, 1024, 128)
+    assert n == 32
+    assert not memory("deepseek-v3", "h100", 1, 1024, 128, n_gpus=16).free >= 0
+    assert gpus_needed("llama-3-8b", "h100", 1, 1024, 128) == 1
+    assert gpus_needed("deepseek-v3", "rtx 4090", 1, 1024, 128, max_gpus=8) is None
+
+
+# --- latency and throughput ------------------------------------------------------------------
+def test_decode_at_batch_1_is_the_weights_over_bandwidth():
+    cfg = lr.get_model("llama-3-70b")
+    est = lr.estimate(cfg, H100, 1, 128, 2, n_gpus=1)
+    # every weight once (the embedding only gathers a row) plus 129 tokens of KV, per step
+    moved = (cfg.n_params - cfg.param_counts()["embedding"]) * 2 + 130 * 327_680
+    assert est.decode_bytes == pytest.approx(moved, rel=1e-3)
+    assert est.tpot_s == pytest.approx(est.decode_bytes / H100.bandwidth)
+    assert est.tpot_s == pytest.approx(0.0415, abs=1e-4)  # 139 GB over 3.35 TB/s
+
+
+def test_prefill_is_compute_bound_and_counts_two_flops_per_parameter():
+    cfg = lr.get_model("llama-3-8b")
+    est = lr.estimate(cfg, H100, 1, 2048, 1)
+    costs = F.total(F.op_costs(cfg, 1, 2048, act_dtype="bf16"))
+    assert est.prefill_bound == "compute"
+    assert est.ttft_s == pytest.approx(costs.flops / H100.peak("bf16"), rel=0.01)
+    assert costs.flops == pytest.approx(2 * cfg.n_params * 2048, rel=0.15)  # + attention
+
+
+def test_tpot_is_per_user_and_grows_with_batch():
+    cfg = lr.get_model("llama-3-8b")
+    b = np.array([1, 2, 4, 8, 16, 32, 64, 128])
+    est = lr.estimate(cfg, H100, b, 1024, 128)
+    assert np.all(np.diff(est.tpot_s) > 0)  # each user waits longer as the batch grows
+    assert np.all(np.diff(est.time_per_token_s) < 0)  # the amortised time falls
+    np.testing.assert_allclose(est.throughput_tok_s, b / est.tpot_s)
+    np.testing.assert_allclose(est.time_per_token_s, est.tpot_s / b)
+
+
+def test_efficiencies_scale_the_bound():
+    cfg = lr.get_model("llama-3-8b")
+    full = lr.estimate(cfg, H100, 8, 512, 64)
+    half = lr.estimate(cfg, H100, 8, 512, 64, mbu=0.5, mfu=0.5)
+    assert half.tpot_s == pytest.approx(2 * full.tpot_s)
+    assert half.ttft_s == pytest.approx(2 * full.ttft_s)
+    slow_memory = lr.estimate(cfg, H100, 8, 512, 64, mbu=0.5)
+    assert full.ttft_s < slow_memory.ttft_s < 2 * full.ttft_s  # some prefill ops are memory-bound
+
+
+def test_fp8_halves_weight_traffic_and_doubles_the_peak():
+    cfg = lr.get_model("qwen2.5-72b")
+    bf16 = lr.estimate(cfg, H100, 1, 1024, 2)
+    fp8 = lr.estimate(cfg, H100, 1, 1024, 2, weight_dtype="fp8", kv_dtype="fp8")
+    assert fp8.compute_dtype == "fp8" and bf16.compute_dtype == "bf16"
+    assert 0.5 < fp8.decode_bytes / bf16.decode_bytes < 0.55  # the 16-bit head stays
+    assert fp8.ttft_s == pytest.approx(bf16.ttft_s / 2, rel=0.02)
+    int4 = lr.estimate(cfg, "a100", 1, 1024, 2, n_gpus=4, weight_dtype="int4")
+    assert int4.compute_dtype == "bf16"  # weight-only int4 is dequantised to bf16 math
+    fp8_on_a100 = lr.estimate(cfg, "a100", 1, 1024, 2, n_gpus=4, weight_dtype="fp8")
+    assert fp8_on_a100.compute_dtype == "bf16"  # no FP8 tensor cores: W8A16
+
+
+def test_tensor_parallel_adds_allreduce_time():
+    cfg = lr.get_model("llama-3-70b")
+    est = lr.estimate(cfg, H100, 32, 1024, 64, n_gpus=4)
+    # 2 all-reduces per layer of 32 x 8192 bf16 values; ring: 2 * 3/4 of it each way at 450 GB/s
+    assert est.allreduce_s == pytest.approx(2 * 80 * 1.5 * 32 * 8192 * 2 / 450e9)
+    assert lr.estimate(cfg, H100, 32, 1024, 64, n_gpus=1).allreduce_s == 0
+
+
+def test_mean_of_max_matches_the_steps_one_by_one():
+    cfg = lr.get_model("llama-3-8b")
+    shares, sizes = _shares(cfg, 1), _sizes("bf16", "bf16", "bf16", 128)
+    ridge = H100.peak("bf16") / H100.bandwidth
+    # batch 320 starts compute-bound and turns memory-bound as the context grows
+    est = lr.estimate(cfg, H100, 320, 16, 400)
+    steps = []
+    for n_past in range(16, 16 + 399):
+        flops, moved = _decode_step(cfg, 320, n_past, shares, sizes)
+        steps.append(max(flops / H100.peak("bf16"), moved / H100.bandwidth))
+    assert est.tpot_s == pytest.approx(np.mean(steps), rel=1e-9)
+    first, last = (_decode_step(cfg, 320, n, shares, sizes) for n in (16, 414))
+    assert first[0] > ridge * first[1] and last[0] < ridge * last[1]  # the crossing is inside
+
+
+@given(m0=st.floats(0, 10), m1=st.floats(0, 10), c0=st.floats(0, 10), c1=st.floats(0, 10),
+       n=st.integers(1, 50))
+def test_mean_of_max_against_brute_force(m0, m1, c0, c1, n):
+    t = np.arange(n) / max(n - 1, 1)
+    brute = np.mean(np.maximum(m0 + (m1 - m0) * t, c0 + (c1 - c0) * t))
+    assert _mean_of_max(m0, m1, c0, c1, n) == pytest.approx(brute, rel=1e-9, abs=1e-12)
+
+
+def test_critical_batch_is_the_ridge_for_weights_and_none_for_long_gqa_contexts():
+    cfg = lr.get_model("llama-3-8b")
+    b = critical_batch(cfg, H100, 1)
+    assert b == 297  # ridge 295.3 plus a little for the 16-bit head's and KV's bytes
+    # one decode step (output_len 2) after a 1-token prompt runs at context 2
+    b2 = critical_batch(cfg, H100, 2)
+    assert lr.estimate(cfg, H100, b2, 1, 2).bound == "compute"
+    assert lr.estimate(cfg, H100, b2 - 1, 1, 2).bound == "memory"
+    # at 2,048 tokens the KV cache (4 query heads per KV head: ~4 FLOPs per byte) dominates
+    assert critical_batch(cfg, H100, 2048) is None
+    assert list(critical_batch(cfg, H100, np.array([1, 2048]))) == [297, -1]
+
+
+def test_moe_decode_reads_the_experts_the_batch_touches():
+    cfg = lr.get_model("mixtral-8x7b")
+    few = lr.estimate(cfg, H100, 1, 16, 2, n_gpus=2)
+    many = lr.estimate(cfg, H100, 4096, 16, 2, n_gpus=2)
+    kv = lambda b: b * 17 * cfg.kv_cache_bytes_per_token("bf16") / 2  # noqa: E731
+    weights_few = few.decode_bytes - kv(1) - 1 * 1 * 8 * 128 * 2 * 2 * 32 / 2
+    weights_many = many.decode_bytes - kv(4096) - 4096 * 8 * 128 * 2 * 2 * 32 / 2
+    embedding = cfg.param_counts()["embedding"]
+    assert weights_few == pytest.approx((cfg.n_active_params - embedding) * 2 / 2, rel=1e-3)
+    assert weights_many == pytest.approx((cfg.n_params - embedding) * 2 / 2, rel=1e-3)
+
+
+# --- bad input -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(batch=0), "batch"),
+        (dict(batch=-4), "batch"),
+        (dict(batch=1.5), "batch"),
+        (dict(prompt_len=0), "prompt_len"),
+        (dict(output_len=-1), "output_len"),
+        (dict(prompt_len=8000, output_len=500), "max_context = 8192"),
+        (dict(n_gpus=3), "n_gpus"),
+        (dict(n_gpus=0), "n_gpus"),
+        (dict(weight_dtype="fp7"), "fp7"),
+        (dict(kv_dtype="int3"), "int3"),
+        (dict(mbu=0.0), "mbu"),
+        (dict(mfu=1.2), "mfu"),
+        (dict(queue_s=-1.0), "queue_s"),
+        (dict(reserve_fraction=1.0), "reserve_fraction"),
+        (dict(model="llama-4"), "unknown model"),
+        (dict(accelerator="h1000"), "unknown accelerator"),
+        (dict(accelerator="m4 max", n_gpus=2), "interconnect"),
+        (dict(compute_dtype="int4"), "int4"),
+    ],
+)
+def test_bad_input_names_the_field(kwargs, match):
+    args = dict(model="llama-3-70b", accelerator="h100", batch=1, prompt_len=128, output_len=8)
+    args |= kwargs
+    with pytest.raises(ValueError, match=match):
+        lr.estimate(**args)
+
+
+def test_kv_heads_that_do_not_split():
+    cfg = lr.ModelConfig.from_hf_config({
+        "model_type": "llama", "vocab_size": 100, "hidden_size": 192, "intermediate_size": 256,
+        "num_hidden_layers": 2, "num_attention_heads": 12, "num_key_value_heads": 3,
+        "max_position_embeddings": 512,
+    })
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        lr.estimate(cfg, H100, 1, 8, 8, n_gpus=2)  # 2 divides 12 heads, not 3 KV heads
+    assert lr.estimate(cfg, H100, 1, 8, 8, n_gpus=6).fits  # 6 is a multiple of 3
+
+
+@settings(max_examples=30, deadline=None)
+@given(field=st.sampled_from(["batch", "prompt_len", "output_len"]),
+       value=st.one_of(st.integers(-10**6, 0), st.floats(0.1, 100).filter(lambda x: x != int(x))))
+def test_bad_sizes_raise(field, value):
+    args = dict(batch=1, prompt_len=64, output_len=8) | {field: value}
+    with pytest.raises(ValueError, match=field):
+        lr.estimate("llama-3-8b", H100, **args)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    model=st.sampled_from(
+        ["llama-2-7b", "mistral-7b", "mixtral-8x7b", "qwen2.5-7b", "deepseek-v3"]
+    ),
+    batch=st.integers(1, 512),
+    prompt=st.integers(1, 4000),
+    output=st.integers(1, 64),
+    dtype=st.sampled_from(["bf16", "fp8", "int4"]),
+    n_gpus=st.sampled_from([1, 2, 4]),
+)
+def test_invariants_hold_for_any_valid_input(model, batch, prompt, output, dtype, n_gpus):
+    est = lr.estimate(model, H100, batch, prompt, output, weight_dtype=dtype, n_gpus=n_gpus)
+    chip_time = est.decode_bytes / H100.bandwidth
+    assert est.tpot_s >= chip_time * (1 - 1e-9)  # never faster than moving the bytes
+    assert 0 < est.bandwidth_utilisation <= 1 + 1e-9
+    assert est.throughput_tok_s == pytest.approx(batch / est.tpot_s)
+    assert est.fits == (est.memory.free >= 0)
+    assert est.ttft_s > 0 and est.e2e_s >= est.ttft_s
+
+
+def test_arrays_give_the_same_numbers_as_scalars():
+    cfg = lr.get_model("qwen2.5-7b")
+    b, p = np.array([1, 7, 64]), np.array([100, 3000, 17])
+    arrays = lr.estimate(cfg, H100, b, p, 33, weight_dtype="fp8")
+    for i in range(3):
+        one = lr.estimate(cfg, H100, int(b[i]), int(p[i]), 33, weight_dtype="fp8")
+        assert arrays.tpot_s[i] == pytest.approx(one.tpot_s, rel=1e-12)
+        assert arrays.ttft_s[i] == pytest.approx(one.ttft_s, rel=1e-12)
+        assert arrays.memory.used[i] == pytest.approx(one.memory.used, rel=1e-12)
+
+
+# --- formulas: the MoE / MLA section -----------------------------------------------------------
+def test_expected_experts():
+    e = F.expected_experts_expr()
+    value = e.subs({F.n_experts: 8, F.top_k: 2, F.B: 1, F.n_new: 2})
+    assert value == sp.Rational(7, 2)  # 8 * (1 - (3/4)**2)
+    assert e.subs({F.n_experts: 256, F.top_k: 8, F.B: 1, F.n_new: 1}) == 8
+    assert sp.limit(e.subs({F.n_experts: 256, F.top_k: 8, F.n_new: 1}), F.B, sp.oo) == 256
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "deepseek-v3"])
+def test_op_costs_dispatch_and_agree_with_the_vectorised_counts(name):
+    cfg = lr.get_model(name)
+    for batch, n_new, n_past in [(1, 1, 100), (3, 64, 0)]:
+        costs = F.op_costs(cfg, batch, n_new, n_past, act_dtype="bf16")
+        assert tuple(costs) == F.ops_for(cfg)
+        arrays = F.op_elements(cfg, batch, n_new, n_past, absorbed=n_new == 1)
+        for op, cost in costs.items():
+            flops, weights, kv, act = (float(x) for x in arrays[op])
+            assert cost.flops == pytest.approx(flops, rel=1e-9)
+            assert cost.bytes == pytest.approx(2 * (weights + kv + act), rel=1e-9, abs=1)
+
+
+def test_decode_flops_are_two_per_active_parameter():
+    for name in ("mixtral-8x7b", "deepseek-v3"):
+        cfg = lr.get_model(name)
+        flops = F.total(F.op_costs(cfg, 1, 1, 0)).flops  # the embedding lookup does no math
+        active = cfg.n_active_params - cfg.param_counts()["embedding"]
+        assert flops == pytest.approx(2 * active, rel=0.01)
+
+
+def test_mla_cache_traffic_and_the_absorbed_form():
+    cfg = lr.get_model("deepseek-v3")
+    decode = F.op_costs(cfg, 1, 1, 4095, kv_dtype="bf16")
+    assert decode["kv_read"].bytes_read == 61 * 4096 * 576 * 2  # the latent, not 128 heads
+    absorbed = F.op_elements(cfg, 1, 1, 4095, absorbed=True)
+    naive = F.op_elements(cfg, 1, 1, 4095, absorbed=False)
+    attention = ("kv_b_proj", "attn_scores", "attn_values")
+    flops = lambda ops: sum(float(ops[op][0]) for op in attention)  # noqa: E731
+    assert flops(absorbed) < flops(naive) / 10  # decode: never up-project the whole cache
+    absorbed = F.op_elements(cfg, 1, 4096, 0, absorbed=True)
+    naive = F.op_elements(cfg, 1, 4096, 0, absorbed=False)
+    assert flops(naive) < flops(absorbed)  # prefill: the naive form is cheaper

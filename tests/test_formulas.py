@@ -1,0 +1,180 @@
+"""formulas.py: the article's identities, symbolically and in numbers, and op_costs's contract."""
+
+import dataclasses
+import itertools
+
+import pytest
+import sympy as sp
+
+from llm_roofline import formulas as F
+from llm_roofline.hardware import get_accelerator
+from llm_roofline.models import ModelConfig, get_model
+
+CFG = ModelConfig("t", vocab_size=1000, hidden_size=64, intermediate_size=160, n_layers=3,
+                  n_heads=8, n_kv_heads=2, head_dim=8, max_context=512)
+
+
+# --- Cost ----------------------------------------------------------------------------------
+def test_cost_arithmetic():
+    a, b = F.Cost(10, 3, 2), F.Cost(5, 1, 4)
+    assert a + b == F.Cost(15, 4, 6)
+    assert (a + b).bytes == 10
+    assert a.intensity == 2.0
+    assert F.total([a, b]) == F.total({"x": a, "y": b}) == a + b
+    assert F.total([]) == F.Cost(0, 0, 0)
+
+
+@pytest.mark.parametrize("args", [(-1, 0, 0), (1.5, 0, 0), (True, 0, 0), (0, "8", 0)])
+def test_cost_rejects_bad_fields(args):
+    with pytest.raises(ValueError, match="Cost"):
+        F.Cost(*args)
+
+
+def test_cost_intensity_without_bytes():
+    with pytest.raises(ValueError, match="no bytes"):
+        _ = F.Cost(5, 0, 0).intensity
+
+
+def test_ops_are_unique_and_cover_the_named_groups():
+    assert len(set(F.OPS)) == len(F.OPS) == 20
+    assert set(F.LINEAR_OPS) | set(F.ATTENTION_OPS) < set(F.OPS)
+    assert set(F.op_costs(CFG, 1, 4)) == set(F.OPS)
+
+
+# --- the article's identities, symbolically --------------------------------------------------
+def test_linear_intensity_is_tokens_at_two_bytes_per_parameter():
+    assert sp.simplify(F.linear_intensity_expr() - F.B * F.L) == 0
+    assert sp.simplify(F.linear_intensity_expr(1) - 2 * F.B * F.L) == 0  # fp8 weights
+
+
+def test_kv_intensity_is_the_head_ratio_independent_of_batch_and_context():
+    i_kv = F.kv_intensity_expr()
+    assert sp.simplify(i_kv - F.n_heads / F.n_kv_heads) == 0
+    assert not i_kv.free_symbols & {F.B, F.L_ctx, F.L, F.n_layers, F.head_dim}
+    assert i_kv.subs({F.n_heads: 32, F.n_kv_heads: 32}) == 1  # MHA
+    assert i_kv.subs({F.n_heads: 32, F.n_kv_heads: 4}) == 8  # Llama 3 GQA, 8:1
+
+
+def test_kv_read_and_attention_flops_are_the_articles_formulas():
+    article = 2 * F.n_layers * F.n_kv_heads * F.head_dim * F.L_ctx * F.B * F.b_kv
+    assert sp.expand(F.kv_read_bytes_expr() - article) == 0
+    article = 4 * F.n_layers * F.n_heads * F.head_dim * F.L_ctx * F.B
+    for causal in (True, False):
+        assert sp.expand(F.decode_step(F.attention_flops_expr(causal)) - article) == 0
+
+
+def test_causal_prefill_does_about_half_the_attention_flops():
+    causal, full = (F.prefill(F.attention_flops_expr(c)) for c in (True, False))
+    assert sp.expand(full - 4 * F.n_layers * F.n_heads * F.head_dim * F.B * F.L**2) == 0
+    assert sp.expand(causal - 2 * F.n_layers * F.n_heads * F.head_dim * F.B * F.L * (F.L + 1)) == 0
+    assert sp.limit(causal / full, F.L, sp.oo) == sp.Rational(1, 2)
+
+
+def test_causal_pairs_match_a_brute_force_count():
+    for n_new, n_past in itertools.product(range(1, 6), range(4)):
+        count = sum(1 for i in range(n_new) for j in range(n_past + n_new) if j <= n_past + i)
+        at = {F.n_new: n_new, F.n_past: n_past}
+        assert F.attention_pairs_expr(True).subs(at) == count
+        assert F.attention_pairs_expr(False).subs(at) == n_new * (n_past + n_new)
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_linear_flops_are_two_per_matrix_parameter_per_token(gated):
+    e = F.op_expressions(gated_mlp=gated)
+    flops = sum(e[op][0] for op in F.LINEAR_OPS)
+    assert sp.expand(flops - 2 * F.linear_params_expr(gated_mlp=gated) * F.B * F.n_new) == 0
+    assert F.linear_flops_expr() == 2 * F.P * F.B * F.L
+
+
+# --- the article's numbers -------------------------------------------------------------------
+def test_case_a_prefill_and_case_b_decode():
+    h100 = get_accelerator("h100-sxm")
+    prefill = F.linear_intensity_expr().subs({F.B: 1, F.L: 2048})
+    assert prefill == 2048
+    assert round(2048 / h100.ridge("bf16"), 1) == 6.9  # "almost 7x above the ridge"
+    decode = int(F.linear_intensity_expr().subs({F.B: 1, F.L: 1}))
+    assert decode == 1
+    attainable = min(h100.peak("bf16"), decode * h100.bandwidth)
+    assert attainable == 3.35e12
+    assert round(100 * attainable / h100.peak("bf16"), 2) == 0.34
+    assert F.linear_intensity_expr().subs({F.B: 32, F.L: 1}) == 32 < h100.ridge("bf16")
+
+
+# --- op_costs ---------------------------------------------------------------------------------
+def test_op_costs_by_hand():
+    c = F.op_costs(CFG, batch=2, n_new=5, n_past=7, weight_dtype="bf16")
+    T, S = 2 * 5, 7 + 5
+    assert c["q_proj"] == F.Cost(3 * 2 * T * 64 * 64, 3 * (64 * 64 + T * 64) * 2, 3 * T * 64 * 2)
+    assert c["kv_read"] == F.Cost(0, 3 * 2 * 2 * S * 2 * 8 * 2, 0)
+    causal_pairs = 5 * 7 + 5 * 6 // 2
+    assert c["attn_scores"].flops == 3 * 2 * 8 * 2 * 8 * causal_pairs
+    assert c["lm_head"] == F.Cost(2 * T * 64 * 1000, (1000 * 64 + T * 64) * 2, T * 1000 * 2)
+    assert c["embed"] == F.Cost(0, T * 64 * 2, T * 64 * 2)
+
+
+def test_decode_step_matches_the_article_for_llama_3_8b():
+    cfg = get_model("llama-3-8b")
+    L_ctx, batch = 4096, 8
+    c = F.op_costs(cfg, batch, 1, L_ctx - 1, weight_dtype="bf16")
+    kv = 2 * 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * L_ctx * batch
+    assert c["kv_read"].bytes_read == kv
+    attn = sum(c[op].flops for op in F.ATTENTION_OPS)
+    assert attn == 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim * L_ctx * batch
+    assert attn / kv == cfg.n_heads / cfg.n_kv_heads == 4
+    # weights-only intensity is B; counting activation traffic too it is a little less
+    lin = F.total(c[op] for op in F.LINEAR_OPS)
+    weight_bytes = 2 * (lin.flops // (2 * batch))
+    assert lin.flops / weight_bytes == batch
+    assert batch * 0.9 < lin.intensity < batch
+
+
+def test_weights_are_read_once_per_pass():
+    p = F.linear_params_expr().subs({F.n_layers: 3, F.d_model: 64, F.d_ff: 160, F.n_heads: 8,
+                                     F.n_kv_heads: 2, F.head_dim: 8, F.vocab: 1000})
+    for batch, n in [(1, 1), (4, 16)]:
+        c = F.op_costs(CFG, batch, n, weight_dtype="fp32", act_dtype="bf16")
+        lin_read = sum(c[op].bytes_read for op in F.LINEAR_OPS)
+        # bf16 inputs: q, k, v, gate, up (d_model each), o (n_heads*head_dim), down (d_ff); head
+        inputs = 2 * batch * n * (3 * (5 * 64 + 8 * 8 + 160) + 64)
+        assert lin_read - inputs == 4 * p
+
+
+def test_dtypes_default_and_split():
+    bf16 = F.op_costs(CFG, 2, 1, 30, weight_dtype="bf16")
+    split = F.op_costs(CFG, 2, 1, 30, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16")
+    assert bf16 == split
+    fp8_kv = F.op_costs(CFG, 2, 1, 30, weight_dtype="bf16", kv_dtype="fp8")
+    assert 2 * fp8_kv["kv_read"].bytes_read == bf16["kv_read"].bytes_read
+    assert fp8_kv["q_proj"] == bf16["q_proj"]
+    int4 = F.op_costs(CFG, 1, 1, weight_dtype="int4", act_dtype="bf16")
+    assert int4["lm_head"].bytes_read == 1000 * 64 // 2 + 64 * 2
+
+
+def test_gated_and_bias_variants():
+    plain = dataclasses.replace(CFG, gated_mlp=False)
+    c = F.op_costs(plain, 1, 4)
+    assert c["gate_proj"] == F.Cost(0, 0, 0)
+    assert c["mlp_act"].flops == 3 * 4 * 4 * 160
+    biased = F.op_costs(dataclasses.replace(CFG, qkv_bias=True), 1, 4)
+    base = F.op_costs(CFG, 1, 4)
+    assert biased["q_proj"].flops - base["q_proj"].flops == 3 * 4 * 64
+    assert biased["k_proj"].bytes_read - base["k_proj"].bytes_read == 3 * 16 * 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"batch": 0, "n_new": 1}, "batch"),
+        ({"batch": 1, "n_new": 0}, "n_new"),
+        ({"batch": 1, "n_new": 1, "n_past": -1}, "n_past"),
+        ({"batch": True, "n_new": 1}, "batch"),
+        ({"batch": 1, "n_new": 2.0}, "n_new"),
+        ({"batch": 1, "n_new": 500, "n_past": 13}, "max_context"),
+        ({"batch": 1, "n_new": 1, "weight_dtype": "fp12"}, "weight_dtype"),
+        ({"batch": 1, "n_new": 1, "kv_dtype": "fp12"}, "kv_dtype"),
+        ({"batch": 1, "n_new": 1, "act_dtype": "fp12"}, "act_dtype"),
+    ],
+)
+def test_op_costs_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        F.op_costs(CFG, **kwargs)
