@@ -8,6 +8,7 @@ import pytest
 
 import llm_roofline as lr
 from llm_roofline.cli import main
+from llm_roofline.estimate import gpus_needed
 
 
 def run(capsys, *argv):
@@ -106,3 +107,16 @@ def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "llm_roofline", "gpus", "--bogus"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
+
+
+def test_a_model_that_does_not_fit_says_how_many_gpus_it_needs(capsys):
+    argv = ("estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--dtype", "fp8",
+            "--batch", "32", "--prompt", "2048", "--output", "256")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "DOES NOT FIT" in out
+    needed = gpus_needed("llama-3-70b", "h100-sxm", 32, 2048, 256, weight_dtype="fp8",
+                         kv_dtype="bf16")
+    assert needed == 2
+    assert "GPUs needed to fit               2" in out
+    code, out, _ = run(capsys, *argv, "--json")
+    assert json.loads(out)["gpus_needed"] == 2

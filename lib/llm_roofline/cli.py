@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import hardware
-from .estimate import estimate, max_batch
+from .estimate import estimate, gpus_needed, max_batch
 from .models import ModelConfig, get_model, list_models, model_info
 
 _EPILOG = """examples:
@@ -111,6 +111,9 @@ def _estimate(args) -> str:
     est = estimate(cfg, args.gpu, args.batch, args.prompt, args.output, mbu=args.mbu,
                    mfu=args.mfu, queue_s=args.queue, **options)
     most = max_batch(cfg, args.gpu, args.prompt, args.output, **options)
+    needed = None if est.fits else gpus_needed(
+        cfg, args.gpu, args.batch, args.prompt, args.output,
+        weight_dtype=args.dtype, kv_dtype=args.kv_dtype)
     m = est.memory
     result = {
         "model": est.model, "accelerator": est.accelerator, "n_gpus": est.n_gpus,
@@ -122,7 +125,7 @@ def _estimate(args) -> str:
             "activations": m.activations / 1e9, "reserve": m.reserve / 1e9,
             "used": m.used / 1e9, "capacity": m.capacity / 1e9,
         },
-        "fits": est.fits, "max_batch": most, "ttft_s": est.ttft_s,
+        "fits": est.fits, "max_batch": most, "gpus_needed": needed, "ttft_s": est.ttft_s,
         "prefill_bound": est.prefill_bound, "tpot_s": est.tpot_s, "decode_bound": est.bound,
         "throughput_tok_s": est.throughput_tok_s, "time_per_token_s": est.time_per_token_s,
         "e2e_s": est.e2e_s, "bandwidth_utilisation": est.bandwidth_utilisation,
@@ -144,6 +147,9 @@ def _estimate(args) -> str:
         f"  used / capacity         {gb['used']:10.2f} / {gb['capacity']:.1f}  "
         + ("fits" if est.fits else "DOES NOT FIT"),
         f"  largest batch that fits {most:10d}",
+        *([] if est.fits else [
+            f"  GPUs needed to fit       {needed:>9}  (--n-gpus; tensor parallel)" if needed
+            else "  no tensor-parallel degree up to 128 GPUs fits"]),
         "",
         f"latency and throughput (roofline bound at MBU {est.mbu:g}, MFU {est.mfu:g})",
         f"  TTFT                    {est.ttft_s * 1e3:10.2f} ms   "
