@@ -1,0 +1,114 @@
+"""The book's three-way check: what the tiny model counts as it runs equals formulas.py, exactly."""
+
+import dataclasses
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from llm_roofline import formulas as F
+from llm_roofline.models import ModelConfig
+from llm_roofline.tiny import Tally, TinyLlama
+
+BASE = ModelConfig("count", vocab_size=101, hidden_size=48, intermediate_size=80, n_layers=2,
+                   n_heads=6, n_kv_heads=2, head_dim=8, max_context=40)
+CONFIGS = {
+    "gqa": BASE,
+    "mha-tied": dataclasses.replace(BASE, n_kv_heads=6, tie_embeddings=True),
+    "mqa-bias": dataclasses.replace(BASE, n_kv_heads=1, qkv_bias=True, n_layers=3),
+}
+# storage dtype -> (weight_dtype, kv_dtype, act_dtype) in formulas' names
+DTYPES = {np.float32: ("fp32", "fp32", "fp32"), np.float16: ("fp16", "fp16", "fp32")}
+
+
+def run_counted(cfg, dtype, skip_masked, batch, prompt_len, n_decode):
+    """Prefill then decode steps, one fresh tally per pass: [(phase, n_past, n_new, costs)]."""
+    model = TinyLlama.random(cfg, seed=0, dtype=dtype, skip_masked=skip_masked)
+    toks = np.random.default_rng(1).integers(0, cfg.vocab_size, (batch, prompt_len + n_decode))
+    out = []
+    tally = Tally()
+    _, cache = model.prefill(toks[:, :prompt_len], max_len=prompt_len + n_decode, tally=tally)
+    out.append(("prefill", 0, prompt_len, tally.costs("prefill")))
+    for j in range(n_decode):
+        tally = Tally()
+        model.decode(toks[:, prompt_len + j], cache, tally=tally)
+        out.append(("decode", prompt_len + j, 1, tally.costs("decode")))
+    return model, out
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("skip_masked", [False, True], ids=["masked", "causal"])
+@pytest.mark.parametrize("batch, prompt_len", [(1, 7), (3, 12)])
+def test_every_op_of_every_pass_equals_op_costs(name, dtype, skip_masked, batch, prompt_len):
+    cfg = CONFIGS[name]
+    w, kv, act = DTYPES[dtype]
+    _, passes = run_counted(cfg, dtype, skip_masked, batch, prompt_len, n_decode=3)
+    for phase, n_past, n_new, counted in passes:
+        analytic = F.op_costs(cfg, batch, n_new, n_past, weight_dtype=w, kv_dtype=kv,
+                              act_dtype=act, causal=skip_masked)
+        assert counted == analytic, (phase, n_past)
+        assert F.total(counted) == F.total(analytic)
+
+
+def test_tally_sums_phases_over_a_generate_call():
+    cfg = CONFIGS["gqa"]
+    model = TinyLlama.random(cfg, seed=0)
+    tally = Tally()
+    model.generate(np.ones((2, 5), int), 4, tally=tally)  # prefill, then 3 decode steps
+    decode = [F.op_costs(cfg, 2, 1, p, weight_dtype="fp32", causal=False) for p in (5, 6, 7)]
+    assert tally.costs("decode") == {op: F.total(d[op] for d in decode) for op in F.OPS}
+    prefill = F.op_costs(cfg, 2, 5, 0, weight_dtype="fp32", causal=False)
+    assert tally.total() == F.total(prefill) + F.total(F.total(d) for d in decode)
+
+
+def _matrix_bytes(model):
+    cfg = model.cfg
+    names = [k for k in model.w if k.endswith("proj.weight")]
+    names.append("model.embed_tokens.weight" if cfg.tie_embeddings else "lm_head.weight")
+    return sum(model.w[k].nbytes for k in names), sum(model.w[k].size for k in names)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_articles_identities_counted(name, batch):
+    cfg = CONFIGS[name]
+    L = 9
+    model, passes = run_counted(cfg, np.float32, True, batch, L, n_decode=2)
+    weight_bytes, weight_params = _matrix_bytes(model)
+    d, H, G, dh, N = cfg.hidden_size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.n_layers
+    d_in = {"q_proj": d, "k_proj": d, "v_proj": d, "o_proj": H * dh, "gate_proj": d,
+            "up_proj": d, "down_proj": cfg.intermediate_size, "lm_head": d}
+    bias_elements = N * (H + 2 * G) * dh if cfg.qkv_bias else 0  # q, k, v biases
+    for phase, n_past, n_new, c in passes:
+        tokens = batch * n_new
+        # linear FLOPs = 2 x matrix parameters x tokens (+ one add per bias element)
+        lin_flops = sum(c[op].flops for op in F.LINEAR_OPS)
+        assert lin_flops == 2 * weight_params * tokens + tokens * bias_elements
+        # weight bytes: every matrix read once per pass, whatever the number of tokens
+        act_in = 4 * tokens * sum(d_in[op] * (1 if op == "lm_head" else N) for op in F.LINEAR_OPS)
+        lin_read = sum(c[op].bytes_read for op in F.LINEAR_OPS)
+        assert lin_read - act_in == weight_bytes + 4 * bias_elements
+        L_ctx = n_past + n_new
+        attn = sum(c[op].flops for op in F.ATTENTION_OPS)
+        if phase == "decode":
+            assert c["kv_read"].bytes_read == 2 * N * G * dh * L_ctx * batch * 4
+            assert attn == 4 * N * H * dh * L_ctx * batch
+            # I_KV = n_heads / n_kv_heads at 2 bytes per element; here 4 bytes: half of it
+            assert Fraction(attn, c["kv_read"].bytes_read) == Fraction(H, 2 * G)
+            symbolic = F.decode_step(F.attention_flops_expr()).subs(
+                {F.n_layers: N, F.n_heads: H, F.head_dim: dh, F.L_ctx: L_ctx, F.B: batch})
+            assert attn == symbolic
+        else:  # causal prefill: L(L+1)/2 pairs per head, about half of the L x L block
+            assert attn == 2 * N * H * dh * batch * L * (L + 1)
+            symbolic = F.prefill(F.attention_flops_expr(causal=True)).subs(
+                {F.n_layers: N, F.n_heads: H, F.head_dim: dh, F.L: L, F.B: batch})
+            assert attn == symbolic
+
+
+def test_masked_prefill_counts_the_whole_block():
+    cfg = CONFIGS["gqa"]
+    _, passes = run_counted(cfg, np.float32, False, 2, 10, n_decode=0)
+    c = passes[0][3]
+    attn = sum(c[op].flops for op in F.ATTENTION_OPS)
+    assert attn == 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim * 2 * 10 * 10
