@@ -331,11 +331,6 @@ def op_costs(
     ``kv_dtype`` and ``act_dtype`` default to ``weight_dtype``. Counting conventions: see the
     module docstring. Bytes of packed sub-byte types are rounded up to whole bytes per operation.
     """
-    if getattr(cfg, "is_moe", False) or getattr(cfg, "is_mla", False):  # see the MoE/MLA section
-        return _moe_mla_op_costs(
-            cfg, batch, n_new, n_past, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-            act_dtype=act_dtype, causal=causal,
-        )
     _positive_int(batch, "batch")
     _positive_int(n_new, "n_new")
     _positive_int(n_past, "n_past", minimum=0)
@@ -343,6 +338,11 @@ def op_costs(
         raise ValueError(
             f"n_past + n_new = {n_past + n_new} exceeds max_context = {cfg.max_context} "
             f"of {cfg.name!r}"
+        )
+    if cfg.is_moe or cfg.is_mla:  # see the MoE/MLA section
+        return _moe_mla_op_costs(
+            cfg, batch, n_new, n_past, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            act_dtype=act_dtype, causal=causal,
         )
     sizes = {
         b_w: _bytes_per_element(weight_dtype, "weight_dtype"),
@@ -586,15 +586,8 @@ def model_values(cfg) -> dict:
 
 
 def _moe_mla_op_costs(cfg, batch, n_new_, n_past_, *, weight_dtype, kv_dtype, act_dtype, causal):
-    """:func:`op_costs` for a model with routed experts or latent attention (exact integers)."""
-    _positive_int(batch, "batch")
-    _positive_int(n_new_, "n_new")
-    _positive_int(n_past_, "n_past", minimum=0)
-    if n_past_ + n_new_ > cfg.max_context:
-        raise ValueError(
-            f"n_past + n_new = {n_past_ + n_new_} exceeds max_context = {cfg.max_context} "
-            f"of {cfg.name!r}"
-        )
+    """:func:`op_costs` for a model with routed experts or latent attention (exact integers;
+    the arguments are checked by :func:`op_costs`)."""
     values = model_values(cfg) | {
         B: sp.Integer(batch), _N_NEW: sp.Integer(n_new_), _N_PAST: sp.Integer(n_past_),
         b_w: _bytes_per_element(weight_dtype, "weight_dtype"),
