@@ -116,3 +116,12 @@ def test_explore_reads_out_attainable_and_efficiency():
     readout = ax.texts[-1].get_text()
     assert "3.4 TFLOPS" in readout and "0.3%" in readout and "memory-bound" in readout
     plt.close(ax.figure)
+
+
+def test_explore_takes_exact_intensities():
+    """An intensity computed from dtypes is a Fraction; the readout must still format it."""
+    from fractions import Fraction
+
+    ax = rl.explore("H100", "fp8", Fraction(64))
+    assert "I = 64 FLOPs/byte" in ax.texts[-1].get_text()
+    plt.close(ax.figure)

@@ -170,6 +170,7 @@ def explore(accelerator, dtype: str, intensity: float, ax=None):
     """
     chip = get_accelerator(accelerator)
     p = attainable(intensity, chip, dtype=dtype)
+    intensity = float(intensity)  # also for exact inputs, e.g. a Fraction from dtypes
     ax = plot([chip], (dtype,), ax=ax)
     ax.scatter([intensity], [p / 1e12], s=60, color="C3", zorder=5)
     readout = (
