@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+import yaml
 from conftest import ROOT, notebooks, toc_files
 
 
@@ -76,3 +77,12 @@ def test_notebook_installs_the_library_on_colab(path):
     first_code = next(c for c in cells if c["cell_type"] == "code")
     assert 'find_spec("llm_roofline")' in _source(first_code) and "%pip install" in _source(first_code)
     assert "remove-cell" in first_code["metadata"].get("tags", [])
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_colab_installs_from_the_configured_repository(path):
+    """The install URL in each notebook follows repository.url in _config.yml (a fork changes both)."""
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    cells = json.loads(path.read_text())["cells"]
+    first_code = _source(next(c for c in cells if c["cell_type"] == "code"))
+    assert f"git+{url}" in first_code, f"{path.name}: the Colab cell does not install from {url}"
