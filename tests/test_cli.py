@@ -43,7 +43,8 @@ def test_estimate_json_matches_the_library(capsys, tmp_path):
     assert result["model"] == "qwen"
     assert result["tpot_s"] == pytest.approx(est.tpot_s)
     assert result["ttft_s"] == pytest.approx(est.ttft_s)
-    assert result["memory_gb_per_gpu"]["kv_cache"] == pytest.approx(est.memory.kv_cache / 1e9)
+    assert result["memory_gib_per_gpu"]["kv_cache"] == pytest.approx(est.memory.kv_cache / 2**30)
+    assert result["memory_gib_per_gpu"]["capacity"] == 80  # an A100 80GB holds 80 GiB
     assert result["fits"] is True and result["decode_bound"] == "memory"
 
 
@@ -55,6 +56,7 @@ def test_listings(capsys):
     assert "671.03B" in out and "37.55B" in out
     code, out, _ = run(capsys, "gpus")
     assert code == 0 and "NVIDIA H100 SXM" in out and "989.4 TF" in out
+    assert " 141GiB " in out and "H100 PCIe" in out  # binary capacity; what 'H100' means
 
 
 @pytest.mark.parametrize(
@@ -120,3 +122,21 @@ def test_a_model_that_does_not_fit_says_how_many_gpus_it_needs(capsys):
     assert "GPUs needed to fit               2" in out
     code, out, _ = run(capsys, *argv, "--json")
     assert json.loads(out)["gpus_needed"] == 2
+    code, out, _ = run(capsys, *argv, "--n-gpus", "2")  # the advice works
+    assert code == 0 and "fits" in out and "DOES NOT FIT" not in out
+
+
+def test_a_chip_without_interconnect_does_not_advise_more_of_them(capsys):
+    argv = ("estimate", "--model", "llama-3-70b", "--gpu", "m4max")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "DOES NOT FIT" in out and "GPUs needed" not in out
+    assert "does not fit on one, and this accelerator has no interconnect" in out
+    code, out, _ = run(capsys, *argv, "--json")
+    assert json.loads(out)["gpus_needed"] is None
+    code, _, err = run(capsys, *argv, "--n-gpus", "2")
+    assert code == 2 and "no interconnect" in err
+
+
+def test_n_gpus_help_states_the_kv_head_rule(capsys):
+    code, out, _ = run(capsys, "estimate", "--help")
+    assert code == 0 and "KV heads or be a multiple of them" in " ".join(out.split())  # unwrapped

@@ -14,6 +14,7 @@ from llm_roofline.estimate import (
     _shares,
     _sizes,
     critical_batch,
+    decode_step,
     gpus_needed,
     max_batch,
     memory,
@@ -38,7 +39,8 @@ def test_weights_and_kv_cache_exact_bf16():
     mem = memory(cfg, H100, 4, 1000, 24)
     assert mem.weights == cfg.n_params * 2
     assert mem.kv_cache == 4 * 1024 * cfg.kv_cache_bytes_per_token("bf16")
-    assert mem.reserve == pytest.approx(8e9)
+    assert mem.capacity == 80 * 2**30  # 80 GiB of HBM3
+    assert mem.reserve == 0.1 * 80 * 2**30
     assert mem.free == mem.capacity - mem.reserve - mem.used
 
 
@@ -58,6 +60,17 @@ def test_tensor_parallel_split_and_kv_replication():
     assert two.weights == pytest.approx(one.weights / 2, rel=1e-4)  # norms are replicated
     eight, sixteen = (memory(cfg, H100, 16, 4096, 1, n_gpus=n) for n in (8, 16))
     assert sixteen.kv_cache == eight.kv_cache == one.kv_cache / 8  # one KV head per GPU at least
+
+
+def test_replicated_weights_under_tensor_parallelism():
+    cfg = lr.get_model("deepseek-v3")
+    counts = cfg.param_counts()
+    # norms, router, and MLA's query and latent down-projections with their norms, by hand
+    replicated = (counts["norms"] + counts["router"]
+                  + 61 * (7168 * 1536 + 1536 + 7168 * (512 + 64) + 512))
+    one, eight = (memory(cfg, "h200", 1, 1, 1, n_gpus=n).weights for n in (1, 8))
+    assert one == 2 * cfg.n_params
+    assert eight == pytest.approx(2 * ((cfg.n_params - replicated) / 8 + replicated), rel=1e-12)
 
 
 def test_mla_latent_cache_is_replicated_across_gpus():
@@ -86,6 +99,32 @@ def test_gpus_needed():
     assert gpus_needed("deepseek-v3", "rtx 4090", 1, 1024, 128, max_gpus=8) is None
 
 
+def test_a_chip_without_interconnect_cannot_split_a_model():
+    # Llama-3-70B in BF16 does not fit in an M4 Max's 128 GiB, and two cannot be linked
+    assert not memory("llama-3-70b", "m4 max", 1, 2048, 256).free >= 0
+    assert gpus_needed("llama-3-70b", "m4 max", 1, 2048, 256) is None
+    assert gpus_needed("llama-3-8b", "m4 max", 1, 2048, 256) == 1
+    for call in (lambda: memory("llama-3-70b", "m4 max", 1, 2048, 256, n_gpus=2),
+                 lambda: max_batch("llama-3-70b", "m4 max", 2048, 256, n_gpus=2)):
+        with pytest.raises(ValueError, match="no interconnect"):
+            call()
+
+
+@pytest.mark.parametrize(("model", "gpu", "dtype"), [
+    ("llama-3-70b", "h100", "fp8"), ("deepseek-v3", "h200", "fp8"), ("qwen2.5-72b", "a100", "bf16"),
+    ("mixtral-8x7b", "rtx 4090", "int4"),
+])
+def test_gpus_needed_is_the_smallest_degree_estimate_accepts_that_fits(model, gpu, dtype):
+    n = gpus_needed(model, gpu, 16, 2048, 256, weight_dtype=dtype)
+    assert lr.estimate(model, gpu, 16, 2048, 256, weight_dtype=dtype, n_gpus=n).fits
+    for smaller in range(1, n):
+        try:
+            assert not lr.estimate(model, gpu, 16, 2048, 256, weight_dtype=dtype,
+                                   n_gpus=smaller).fits
+        except ValueError as err:  # a degree tensor parallelism cannot use
+            assert "n_gpus" in str(err)
+
+
 # --- latency and throughput ------------------------------------------------------------------
 def test_decode_at_batch_1_is_the_weights_over_bandwidth():
     cfg = lr.get_model("llama-3-70b")
@@ -97,13 +136,40 @@ def test_decode_at_batch_1_is_the_weights_over_bandwidth():
     assert est.tpot_s == pytest.approx(0.0415, abs=1e-4)  # 139 GB over 3.35 TB/s
 
 
+def _prefill_costs(cfg, batch, prompt):
+    """formulas.op_costs of a prefill with the LM head on each sequence's last position only."""
+    costs = F.op_costs(cfg, batch, prompt, act_dtype="bf16")
+    return costs | {"lm_head": F.op_costs(cfg, batch, 1, act_dtype="bf16")["lm_head"]}
+
+
 def test_prefill_is_compute_bound_and_counts_two_flops_per_parameter():
     cfg = lr.get_model("llama-3-8b")
     est = lr.estimate(cfg, H100, 1, 2048, 1)
-    costs = F.total(F.op_costs(cfg, 1, 2048, act_dtype="bf16"))
+    costs = F.total(_prefill_costs(cfg, 1, 2048))
     assert est.prefill_bound == "compute"
-    assert est.ttft_s == pytest.approx(costs.flops / H100.peak("bf16"), rel=0.01)
-    assert costs.flops == pytest.approx(2 * cfg.n_params * 2048, rel=0.15)  # + attention
+    # within 2 %: a few ops are memory-bound on their own, such as the LM head reading its
+    # 1 GB of weights for one position
+    assert est.ttft_s == pytest.approx(costs.flops / H100.peak("bf16"), rel=0.02)
+    head = cfg.param_counts()["lm_head"]
+    assert costs.flops == pytest.approx(2 * (cfg.n_params - head) * 2048, rel=0.15)  # + attention
+
+
+@pytest.mark.parametrize(("name", "batch", "prompt"), [
+    ("llama-3-8b", 1, 2048), ("llama-2-7b", 8, 100), ("mixtral-8x7b", 2, 512),
+    ("deepseek-v3", 1, 64),
+])
+def test_ttft_is_a_bound_below_the_full_traffic_roofline(name, batch, prompt):
+    """TTFT (compulsory bytes only) <= the per-op roofline with every byte op_costs counts;
+    and >= the FLOPs alone at the peak. The LM head runs once per sequence."""
+    cfg = lr.get_model(name)
+    est = lr.estimate(cfg, H100, batch, prompt, 1)
+    costs = _prefill_costs(cfg, batch, prompt)
+    peak, bw = H100.peak("bf16"), H100.bandwidth
+    full = sum(max(c.flops / peak, c.bytes / bw) for c in costs.values())
+    assert F.total(costs).flops / peak <= est.ttft_s <= full * (1 + 1e-12)
+    # counting the LM head on every prompt position would overstate the bound
+    every = F.op_costs(cfg, batch, prompt, act_dtype="bf16")["lm_head"].flops / peak
+    assert est.ttft_s < every + full - costs["lm_head"].flops / peak
 
 
 def test_tpot_is_per_user_and_grows_with_batch():
@@ -145,6 +211,23 @@ def test_tensor_parallel_adds_allreduce_time():
     # 2 all-reduces per layer of 32 x 8192 bf16 values; ring: 2 * 3/4 of it each way at 450 GB/s
     assert est.allreduce_s == pytest.approx(2 * 80 * 1.5 * 32 * 8192 * 2 / 450e9)
     assert lr.estimate(cfg, H100, 32, 1024, 64, n_gpus=1).allreduce_s == 0
+    # a pair of MI300X shares one 128 GB/s link (64 GB/s each way), not the 896 GB/s of seven
+    pair = lr.estimate(cfg, "mi300x", 32, 1024, 64, n_gpus=2)
+    assert pair.allreduce_s == pytest.approx(2 * 80 * 1.0 * 32 * 8192 * 2 / 64e9)
+
+
+def test_decode_step_is_one_step_of_estimate():
+    cfg = lr.get_model("llama-3-8b")
+    for batch, prompt, options in [(8, 1000, {}), (300, 10, {"weight_dtype": "fp8"}),
+                                   (4, 500, {"n_gpus": 2, "mbu": 0.7})]:
+        step = decode_step(cfg, H100, batch, prompt + 1, **options)  # reads the prompt, adds one
+        est = lr.estimate(cfg, H100, batch, prompt, 2, **options)
+        assert (step.time_s, step.bound, step.bytes, step.flops, step.allreduce_s) == (
+            est.tpot_s, est.bound, est.decode_bytes, est.decode_flops, est.allreduce_s)
+    steps = decode_step(cfg, H100, np.array([1, 400]), 2)
+    assert list(steps.bound) == ["memory", "compute"]
+    with pytest.raises(ValueError, match="context must be at most"):
+        decode_step(cfg, H100, 1, 8193)
 
 
 def test_mean_of_max_matches_the_steps_one_by_one():
@@ -217,6 +300,14 @@ def test_moe_decode_reads_the_experts_the_batch_touches():
         (dict(accelerator="h1000"), "unknown accelerator"),
         (dict(accelerator="m4 max", n_gpus=2), "interconnect"),
         (dict(compute_dtype="int4"), "int4"),
+        (dict(batch=[]), "batch"),
+        (dict(batch=np.array([], dtype=int)), "batch"),
+        (dict(queue_s="1"), "queue_s"),
+        (dict(queue_s=float("nan")), "queue_s"),
+        (dict(n_gpus=2.0), "n_gpus"),
+        (dict(mbu="0.5"), "mbu"),
+        (dict(prefill_chunk=0), "prefill_chunk"),
+        (dict(reserve_fraction=True), "reserve_fraction"),
     ],
 )
 def test_bad_input_names_the_field(kwargs, match):
@@ -224,6 +315,15 @@ def test_bad_input_names_the_field(kwargs, match):
     args |= kwargs
     with pytest.raises(ValueError, match=match):
         lr.estimate(**args)
+
+
+def test_numpy_numbers_are_numbers():
+    plain = lr.estimate("llama-3-70b", H100, 4, 512, 16, n_gpus=2, mbu=0.5, mfu=0.75,
+                        queue_s=1, prefill_chunk=1024, reserve_fraction=0.05)
+    numpy = lr.estimate("llama-3-70b", H100, np.int64(4), np.int32(512), 16, n_gpus=np.int64(2),
+                        mbu=np.float32(0.5), mfu=np.float64(0.75), queue_s=np.int64(1),
+                        prefill_chunk=np.int64(1024), reserve_fraction=np.float64(0.05))
+    assert numpy == plain and type(numpy.n_gpus) is int and type(numpy.mbu) is float
 
 
 def test_kv_heads_that_do_not_split():

@@ -19,10 +19,21 @@ def test_article_ridge_points():
 def test_other_chips():
     h200, b200 = get_accelerator("H200"), get_accelerator("B200")
     assert h200.peaks == get_accelerator("H100").peaks  # same compute as the H100
-    assert (h200.memory_bytes, h200.bandwidth, h200.memory_type) == (141e9, 4.8e12, "HBM3e")
+    assert (h200.memory_bytes, h200.bandwidth, h200.memory_type) == (141 * 2**30, 4.8e12, "HBM3e")
     assert (b200.peak("bf16"), b200.bandwidth) == (2250e12, 8e12)
     assert get_accelerator("MI300X").peak("bf16") == 1307.4e12
     assert get_accelerator("H100").peak("fp8") == 1978.9e12  # FP8 doubles the peak (to rounding)
+
+
+@pytest.mark.parametrize(
+    ("name", "gib"),
+    [("A100", 80), ("H100", 80), ("H200", 141), ("B200", 180), ("MI300X", 192), ("RTX 4090", 24),
+     ("M4 Max", 128)],
+)
+def test_memory_capacity_is_binary(name, gib):
+    # vendors write "80GB" for 80 GiB of HBM: an A100 80GB has 81,920 MiB
+    assert get_accelerator(name).memory_bytes == gib * 2**30
+    assert get_accelerator("A100").memory_bytes == 81_920 * 2**20
 
 
 @pytest.mark.parametrize(
@@ -31,6 +42,14 @@ def test_other_chips():
 )
 def test_interconnect(name, link):
     assert get_accelerator(name).interconnect_bandwidth == link
+
+
+def test_group_bandwidth_of_a_switch_and_of_a_mesh():
+    h100, mi300x = get_accelerator("H100"), get_accelerator("MI300X")
+    assert [h100.group_bandwidth(n) for n in (2, 4, 8)] == [900e9] * 3  # NVLink switch
+    # Infinity Fabric mesh: one 128 GB/s link to each peer in the group
+    assert [mi300x.group_bandwidth(n) for n in (2, 4, 8)] == [128e9, 384e9, 896e9]
+    assert get_accelerator("M4 Max").group_bandwidth(2) is None
 
 
 def test_growth_claim_of_the_article():
@@ -77,7 +96,7 @@ def test_every_chip_is_complete_and_sourced():
     required = {"A100", "H100", "H200", "B200", "MI300X", "RTX 4090", "M4 Max"}
     assert {get_accelerator(n).name for n in required} <= set(list_accelerators())
     for record in raw["accelerators"]:
-        fields = {"memory_gb", "bandwidth_gb_s", "peak_tflops", "interconnect"}
+        fields = {"memory_gib", "bandwidth_gb_s", "peak_tflops", "interconnect"}
         assert set(record["sources"]) == fields
         assert all(len(s) > 20 for s in record["sources"].values())
         chip = get_accelerator(record["name"])
@@ -89,6 +108,7 @@ def test_table_rows():
     assert [r["accelerator"] for r in rows] == list_accelerators()
     a100 = rows[0]
     assert a100["bandwidth (GB/s)"] == 2039 and a100["bf16 peak (TFLOPS)"] == 312
+    assert a100["memory (GiB)"] == 80
     assert a100["fp8 peak (TFLOPS)"] is None and a100["fp8 ridge (FLOPs/byte)"] is None
     with pytest.raises(ValueError, match="unknown dtype"):
         table(("fp6",))

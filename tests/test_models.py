@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import llm_roofline as lr
+from llm_roofline.formulas import ops_for
 from llm_roofline.models import ModelConfig, get_model, list_models, model_info
 
 BUILT_IN = [
@@ -40,10 +41,24 @@ def test_mixtral_active_parameters_match_published_within_1_percent():
 def test_deepseek_v3_total_and_active():
     cfg = get_model("deepseek-v3")
     assert cfg.n_params == pytest.approx(671e9, rel=0.001)
-    # "37B activated": our count (shared + 8 of 256 routed experts + attention + embedding
-    # and head) is 37.55B, 1.5 % above the rounded figure; without the embedding table, 36.6B.
+    # The library's convention: every component a token uses, the embedding table and the LM
+    # head included, plus 8 of the 256 routed experts of each MoE layer.
+    counts = cfg.param_counts()
+    used = sum(v for k, v in counts.items() if k != "routed_experts")
+    assert cfg.n_active_params == used + counts["routed_experts"] * 8 // 256 == 37_552_282_624
+    # the published "37B activated", rounded: 1.5 % below our count
     assert cfg.n_active_params == pytest.approx(37e9, rel=0.02)
-    assert cfg.n_active_params - cfg.param_counts()["embedding"] == pytest.approx(37e9, rel=0.02)
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_params_by_op_add_up_and_name_real_ops(name):
+    cfg = get_model(name)
+    by_op = cfg.params_by_op()
+    assert sum(by_op.values()) == cfg.n_params
+    assert set(by_op) <= set(ops_for(cfg))
+    attention = set(by_op) - {"embed", "attn_norm", "mlp_norm", "router", "gate_proj", "up_proj",
+                              "down_proj", "final_norm", "lm_head"}
+    assert sum(by_op[op] for op in attention) == cfg.n_layers * cfg.attention_params()
 
 
 def test_llama_2_7b_exact_count():
@@ -129,6 +144,30 @@ def test_mqa_and_missing_kv_heads():
     mha = _llama_dict()
     del mha["num_key_value_heads"]
     assert ModelConfig.from_hf_config(mha).n_kv_heads == 4
+    assert ModelConfig.from_hf_config(_llama_dict(num_key_value_heads=None)).n_kv_heads == 4
+
+
+@pytest.mark.parametrize("value", [0, -8, 2.5, "8", True])
+def test_bad_kv_heads_are_not_read_as_multi_head(value):
+    with pytest.raises(ValueError, match="num_key_value_heads"):
+        ModelConfig.from_hf_config(_llama_dict(num_key_value_heads=value))
+
+
+def test_an_active_sliding_window_is_refused():
+    mistral = json.loads(lr.models._MODELS.joinpath("mistral-7b.json").read_text())
+    assert mistral["sliding_window"] is None  # v0.3: full attention
+    # Mistral-7B-v0.1 attends to the last 4096 tokens only: its cache would be overstated
+    with pytest.raises(ValueError, match="sliding_window 4096"):
+        ModelConfig.from_hf_config({**mistral, "sliding_window": 4096})
+    # a window the context never reaches, or one the config turns off, changes nothing
+    far = ModelConfig.from_hf_config({**mistral, "sliding_window": 32768}, name="mistral-7b")
+    assert far == get_model("mistral-7b")
+    qwen = json.loads(lr.models._MODELS.joinpath("qwen2.5-7b.json").read_text())
+    assert qwen["use_sliding_window"] is False and qwen["sliding_window"] == 131072
+    short = {**qwen, "sliding_window": 4096}
+    assert ModelConfig.from_hf_config(short, name="qwen2.5-7b") == get_model("qwen2.5-7b")
+    with pytest.raises(ValueError, match="sliding_window"):
+        ModelConfig.from_hf_config({**short, "use_sliding_window": True})
 
 
 def _llama_dict(**overrides):

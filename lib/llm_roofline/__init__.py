@@ -12,6 +12,6 @@ computed here once. Modules, from data up:
 
 __version__ = "0.1.0"
 
-from .estimate import estimate  # noqa: E402
+from .estimate import decode_step, estimate  # noqa: E402
 from .hardware import get_accelerator  # noqa: E402
 from .models import ModelConfig, get_model, list_models  # noqa: E402

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from . import hardware
 from .estimate import estimate, gpus_needed, max_batch
+
+_GIB = 2**30
 from .models import ModelConfig, get_model, list_models, model_info
 
 _EPILOG = """examples:
@@ -22,7 +24,7 @@ _EPILOG = """examples:
   python -m llm_roofline gpus
 
 All figures are roofline bounds (with --mbu 1 --mfu 1 no engine can beat them); memory is
-per GPU, in GB (1e9 bytes)."""
+per GPU, in GiB (2**30 bytes), the unit in which accelerator memory is sized."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--output", type=int, default=256,
                      help="generated tokens per request (default: 256)")
     est.add_argument("--n-gpus", type=int, default=1,
-                     help="tensor-parallel degree; must divide the attention heads (default: 1)")
+                     help="tensor-parallel degree; must divide the attention heads, and divide "
+                     "the KV heads or be a multiple of them (default: 1)")
     est.add_argument("--mbu", type=float, default=1.0,
                      help="achieved fraction of peak memory bandwidth, (0, 1] (default: 1)")
     est.add_argument("--mfu", type=float, default=1.0,
@@ -120,10 +123,10 @@ def _estimate(args) -> str:
         "weight_dtype": est.weight_dtype, "kv_dtype": est.kv_dtype,
         "compute_dtype": est.compute_dtype, "batch": est.batch, "prompt_len": est.prompt_len,
         "output_len": est.output_len, "mbu": est.mbu, "mfu": est.mfu,
-        "memory_gb_per_gpu": {
-            "weights": m.weights / 1e9, "kv_cache": m.kv_cache / 1e9,
-            "activations": m.activations / 1e9, "reserve": m.reserve / 1e9,
-            "used": m.used / 1e9, "capacity": m.capacity / 1e9,
+        "memory_gib_per_gpu": {
+            "weights": m.weights / _GIB, "kv_cache": m.kv_cache / _GIB,
+            "activations": m.activations / _GIB, "reserve": m.reserve / _GIB,
+            "used": m.used / _GIB, "capacity": m.capacity / _GIB,
         },
         "fits": est.fits, "max_batch": most, "gpus_needed": needed, "ttft_s": est.ttft_s,
         "prefill_bound": est.prefill_bound, "tpot_s": est.tpot_s, "decode_bound": est.bound,
@@ -132,24 +135,30 @@ def _estimate(args) -> str:
     }
     if args.json:
         return json.dumps(result, indent=2)
-    gb = result["memory_gb_per_gpu"]
+    gib = result["memory_gib_per_gpu"]
+    chip = hardware.get_accelerator(args.gpu)
+    if needed:
+        advice = f"  GPUs needed to fit       {needed:>9}  (--n-gpus; tensor parallel)"
+    elif chip.interconnect is None:
+        advice = ("  does not fit on one, and this accelerator has no interconnect for tensor "
+                  "parallelism")
+    else:
+        advice = "  no tensor-parallel degree up to 128 GPUs fits"
     gpus = f"{est.n_gpus} x {est.accelerator}" if est.n_gpus > 1 else est.accelerator
     lines = [
         f"{est.model} on {gpus}: weights {est.weight_dtype}, KV cache {est.kv_dtype}, "
         f"tensor math {est.compute_dtype}",
         f"batch {est.batch}, prompt {est.prompt_len} tokens, output {est.output_len} tokens",
         "",
-        "memory per GPU                    GB",
-        f"  weights                 {gb['weights']:10.2f}",
-        f"  KV cache                {gb['kv_cache']:10.2f}",
-        f"  activations             {gb['activations']:10.2f}",
-        f"  runtime reserve         {gb['reserve']:10.2f}",
-        f"  used / capacity         {gb['used']:10.2f} / {gb['capacity']:.1f}  "
+        "memory per GPU                   GiB",
+        f"  weights                 {gib['weights']:10.2f}",
+        f"  KV cache                {gib['kv_cache']:10.2f}",
+        f"  activations             {gib['activations']:10.2f}",
+        f"  runtime reserve         {gib['reserve']:10.2f}",
+        f"  used / capacity         {gib['used']:10.2f} / {gib['capacity']:.1f}  "
         + ("fits" if est.fits else "DOES NOT FIT"),
         f"  largest batch that fits {most:10d}",
-        *([] if est.fits else [
-            f"  GPUs needed to fit       {needed:>9}  (--n-gpus; tensor parallel)" if needed
-            else "  no tensor-parallel degree up to 128 GPUs fits"]),
+        *([] if est.fits else [advice]),
         "",
         f"latency and throughput (roofline bound at MBU {est.mbu:g}, MFU {est.mfu:g})",
         f"  TTFT                    {est.ttft_s * 1e3:10.2f} ms   "
@@ -181,7 +190,7 @@ def _models_table() -> str:
 
 
 def _gpus_table() -> str:
-    lines = [f"{'accelerator':26s} {'memory':>7s} {'bandwidth':>10s} {'bf16':>9s} {'fp8':>9s} "
+    lines = [f"{'accelerator':26s} {'memory':>8s} {'bandwidth':>10s} {'bf16':>9s} {'fp8':>9s} "
              f"{'ridge bf16':>10s}  interconnect"]
     for name in hardware.list_accelerators():
         chip = hardware.get_accelerator(name)
@@ -189,10 +198,12 @@ def _gpus_table() -> str:
         link = (f"{chip.interconnect}, {chip.interconnect_bandwidth / 1e9:.0f} GB/s"
                 if chip.interconnect else "-")
         lines.append(
-            f"{name:26s} {chip.memory_bytes / 1e9:5.0f}GB {chip.bandwidth / 1e9:6.0f}GB/s "
+            f"{name:26s} {chip.memory_bytes / _GIB:5.0f}GiB {chip.bandwidth / 1e9:6.0f}GB/s "
             f"{chip.peak('bf16') / 1e12:6.1f} TF {fp8} {chip.ridge('bf16'):10.1f}  {link}"
         )
-    lines.append("peaks: dense tensor math (no sparsity), TFLOP/s; ridge in FLOPs per byte")
+    lines.append("memory in GiB (2**30 bytes), bandwidth in GB/s (1e9 bytes/s); peaks: dense "
+                 "tensor math (no sparsity), TFLOP/s; ridge in FLOPs per byte")
+    lines.append("'H100' is the H100 SXM; the slower H100 PCIe card is not built in")
     return "\n".join(lines)
 
 

@@ -16,13 +16,18 @@ Memory (bytes per GPU)
 TTFT (s)
     The prefill of the whole batch, one roofline per operation: each op takes
     ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``, so each is compute- or
-    memory-bound on its own; plus the tensor-parallel all-reduces and ``queue_s``.
+    memory-bound on its own; plus the tensor-parallel all-reduces and ``queue_s``. The LM head
+    runs on the last position of each sequence only, as engines compute logits only where a
+    token is sampled (``formulas.op_costs`` counts it on every new token, its own convention).
 TPOT (s)
     The time of one decode step, which is every user's time per output token:
     ``max(bytes / (bandwidth * mbu), FLOPs / (peak * mfu))`` for the whole step (weights, plus
     the whole batch's KV cache), plus the all-reduces; averaged exactly over the
     ``output_len - 1`` steps as the context grows. The aggregate throughput is
     ``batch / TPOT``; ``TPOT / batch`` is the amortised time per token, not anyone's latency.
+    With ``output_len = 1`` no decode step happens; the decode fields then describe the step
+    that would make a second token (context ``prompt_len + 1``). For one step at a given
+    context, call ``decode_step``.
 
 Bytes counted are the compulsory traffic: weights (each distinct expert a step touches, for
 MoE) and the KV cache. Activations are left out, as a fused engine keeps most of them on chip;
@@ -33,15 +38,18 @@ achieved FLOP/s over the dense peak in prefill). Pope et al. (2022) report 76 % 
 large-batch prefill of PaLM 540B on TPU v4; the Databricks/MosaicML inference study defines MBU
 and measures it well below 1 for batch-1 decode on A100/H100, lower still as tensor parallelism
 spreads small matrices over more GPUs. As a starting point use ``mfu`` about 0.5-0.7 and
-``mbu`` about 0.6-0.8 for a tuned engine, and measure your own (chapter 8) for a forecast.
+``mbu`` about 0.6-0.8 for a tuned engine, and measure your own machine with
+``llm_roofline.measure`` for a forecast.
 
 Tensor parallelism splits attention heads, MLP and experts (each GPU holds ``1/n`` of every
 expert), and the vocabulary; the norms, the router and MLA's down-projections are replicated;
 with more GPUs than KV heads each GPU keeps one KV head (the cache is replicated), and MLA's
 latent cache, shared by all heads, is replicated on every GPU. Each layer all-reduces its
 attention and MLP outputs: a ring all-reduce of ``m`` bytes moves ``2*(n-1)/n * m`` bytes each
-way per GPU, over half the documented (bidirectional) interconnect bandwidth; latency per
-all-reduce (microseconds) is left out.
+way per GPU, over half the (bidirectional) interconnect bandwidth a chip can use in a group of
+``n`` (``Accelerator.group_bandwidth``: all of it behind a switch such as NVLink; only ``n - 1``
+links of a mesh such as MI300X's Infinity Fabric); latency per all-reduce (microseconds) is left
+out. More than one GPU needs an interconnect in the data: without one, ``n_gpus > 1`` raises.
 
 Every size may be a NumPy array (they broadcast): a sweep of 100,000 (batch, context) points
 is one call (see ``benchmarks/bench_estimate.py``).
@@ -49,6 +57,7 @@ is one call (see ``benchmarks/bench_estimate.py``).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,7 +69,8 @@ from .models import ModelConfig, get_model
 
 # ops that tensor parallelism replicates on every GPU (norms, residual adds, the router,
 # MLA's query and latent down-projections); ops reading or writing the KV cache follow the
-# KV heads; every other op is split n ways.
+# KV heads; every other op is split n ways. The one rule for each op's FLOPs, its bytes and,
+# through ModelConfig.params_by_op, the weights each GPU holds.
 _REPLICATED = {"attn_norm", "mlp_norm", "residual", "final_norm", "router",
                "q_a_proj", "q_a_norm", "kv_a_proj", "kv_a_norm"}
 _KV_OPS = {"k_proj", "v_proj", "kv_write", "kv_read"}
@@ -172,9 +182,11 @@ def estimate(
     ``mbu``, ``mfu``: achieved fractions of peak bandwidth and peak FLOP/s, in (0, 1].
     """
     cfg, chip, b, p, o = _inputs(model, accelerator, batch, prompt_len, output_len)
-    _fraction("mbu", mbu)
-    _fraction("mfu", mfu)
-    if not (np.isfinite(queue_s) and queue_s >= 0):
+    n_gpus = _count("n_gpus", n_gpus)
+    mbu, mfu = _fraction("mbu", mbu), _fraction("mfu", mfu)
+    if isinstance(queue_s, bool) or not isinstance(queue_s, numbers.Real) or not (
+        np.isfinite(queue_s) and queue_s >= 0
+    ):
         raise ValueError(f"queue_s must be a non-negative number of seconds, got {queue_s!r}")
     shares = _shares(cfg, n_gpus)
     link = _link_bandwidth(chip, n_gpus)
@@ -183,14 +195,15 @@ def estimate(
     sizes = _sizes(weight_dtype, kv_dtype, act_dtype, weight_group_size)
     memory = _memory(cfg, chip, b, p, o, n_gpus, sizes, reserve_fraction, prefill_chunk)
 
-    # prefill: one roofline per op, the whole batch in one pass
+    # prefill: one roofline per op, the whole batch in one pass; logits at the last position only
     ops = formulas.op_elements(cfg, b, p, 0, absorbed=False)
+    ops["lm_head"] = formulas.op_elements(cfg, b, 1, 0)["lm_head"]
     prefill_flops = prefill_bytes = ttft = 0.0
     for op, (flops, weights, kv, _act) in ops.items():
         f, m = flops * shares[op], _traffic(op, weights, kv, sizes) * shares[op]
         ttft = ttft + np.maximum(f / peak, m / bw)
         prefill_flops, prefill_bytes = prefill_flops + f, prefill_bytes + m
-    ttft = ttft + _allreduce_s(cfg, b * p, n_gpus, link, sizes["act"]) + queue_s
+    ttft = ttft + _allreduce_s(cfg, b * p, n_gpus, link, sizes["act"]) + float(queue_s)
     prefill_bound = np.where(prefill_flops / peak >= prefill_bytes / bw, "compute", "memory")
 
     # decode: steps see contexts prompt_len+1 ... prompt_len+output_len-1, affine in between
@@ -206,11 +219,52 @@ def estimate(
     return Estimate(
         model=cfg.name, accelerator=chip.name, batch=_out(b), prompt_len=_out(p),
         output_len=_out(o), weight_dtype=canonical(weight_dtype), kv_dtype=canonical(kv_dtype),
-        compute_dtype=compute, n_gpus=n_gpus, mbu=float(mbu), mfu=float(mfu), memory=memory,
+        compute_dtype=compute, n_gpus=n_gpus, mbu=mbu, mfu=mfu, memory=memory,
         fits=_out(memory.free >= 0), ttft_s=_out(ttft), prefill_bound=_out(prefill_bound),
         tpot_s=_out(tpot), bound=_out(bound), throughput_tok_s=_out(b / tpot),
         decode_bytes=_out(mean_bytes), decode_flops=_out(mean_flops), allreduce_s=_out(allreduce),
         bandwidth_utilisation=_out(mean_bytes / tpot / chip.bandwidth),
+    )
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """One decode step, per GPU: its time (s, all-reduces included), what bounds it
+    (``"memory"`` or ``"compute"``), its compulsory bytes and its FLOPs (arrays when the
+    inputs are)."""
+
+    time_s: object
+    bound: object
+    bytes: object
+    flops: object
+    allreduce_s: object
+
+
+def decode_step(model, accelerator, batch, context, *, weight_dtype="bf16", kv_dtype="bf16",
+                compute_dtype=None, n_gpus=1, mbu=1.0, mfu=1.0, act_dtype="bf16",
+                weight_group_size=128) -> DecodeStep:
+    """One decode step of ``batch`` sequences whose attention spans ``context`` tokens each.
+
+    The step reads ``context - 1`` cached tokens per sequence and adds one: it makes token
+    ``context + 1 - prompt_len`` of a request with ``prompt_len`` prompt tokens. Its time is
+    ``max(bytes / (bandwidth * mbu), FLOPs / (peak * mfu))`` plus the all-reduces: every
+    user's TPOT at that context. Arguments as for ``estimate``.
+    """
+    cfg, chip = _model(model), get_accelerator(accelerator)
+    b, ctx = _positive_ints("batch", batch), _contexts(cfg, context)
+    n_gpus = _count("n_gpus", n_gpus)
+    mbu, mfu = _fraction("mbu", mbu), _fraction("mfu", mfu)
+    shares = _shares(cfg, n_gpus)
+    link = _link_bandwidth(chip, n_gpus)
+    peak = chip.peak(_compute_dtype(chip, weight_dtype, compute_dtype)) * mfu
+    sizes = _sizes(weight_dtype, kv_dtype, act_dtype, weight_group_size)
+    flops, moved = _decode_step(cfg, b, ctx - 1, shares, sizes)
+    t_mem, t_cmp = moved / (chip.bandwidth * mbu), flops / peak
+    allreduce = _allreduce_s(cfg, b, n_gpus, link, sizes["act"])
+    return DecodeStep(
+        time_s=_out(np.maximum(t_mem, t_cmp) + allreduce),
+        bound=_out(np.where(t_cmp > t_mem, "compute", "memory")),
+        bytes=_out(moved), flops=_out(flops), allreduce_s=_out(allreduce),
     )
 
 
@@ -219,7 +273,9 @@ def memory(model, accelerator, batch, prompt_len, output_len, *, weight_dtype="b
            reserve_fraction=0.1, prefill_chunk=8192) -> Memory:
     """Only the memory part of ``estimate`` (bytes per GPU), with the same arguments."""
     cfg, chip, b, p, o = _inputs(model, accelerator, batch, prompt_len, output_len)
+    n_gpus = _count("n_gpus", n_gpus)
     _shares(cfg, n_gpus)
+    _link_bandwidth(chip, n_gpus)  # more than one GPU needs an interconnect
     sizes = _sizes(weight_dtype, kv_dtype, act_dtype, weight_group_size)
     return _memory(cfg, chip, b, p, o, n_gpus, sizes, reserve_fraction, prefill_chunk)
 
@@ -241,14 +297,20 @@ def max_batch(model, accelerator, prompt_len, output_len, **kwargs):
 
 
 def gpus_needed(model, accelerator, batch, prompt_len, output_len, *, max_gpus=128, **kwargs):
-    """The fewest GPUs (a tensor-parallel degree the heads allow) whose memory fits; or None."""
-    cfg = _model(model)
-    for n in range(1, max_gpus + 1):
+    """The fewest GPUs (a tensor-parallel degree the heads allow) whose memory fits.
+
+    ``None`` when no degree up to ``max_gpus`` fits, or when one GPU does not fit and the
+    accelerator has no interconnect in the data (so tensor parallelism is impossible).
+    """
+    cfg, chip = _model(model), get_accelerator(accelerator)
+    for n in range(1, _count("max_gpus", max_gpus) + 1):
+        if n > 1 and chip.group_bandwidth(n) is None:
+            return None
         try:
             _shares(cfg, n)
         except ValueError:
             continue
-        mem = memory(cfg, accelerator, batch, prompt_len, output_len, n_gpus=n, **kwargs)
+        mem = memory(cfg, chip, batch, prompt_len, output_len, n_gpus=n, **kwargs)
         if np.all(mem.free >= 0):
             return n
     return None
@@ -259,14 +321,13 @@ def critical_batch(model, accelerator, context, *, weight_dtype="bf16", kv_dtype
     """The smallest batch at which a decode step at ``context`` tokens is compute-bound.
 
     ``None`` (or -1 in an array) when even ``limit`` is memory-bound: the KV cache's own
-    intensity (``n_heads / n_kv_heads`` FLOPs per element) stays below the ridge, so at long
-    contexts more batch never reaches the roof. Memory capacity is ignored here.
+    intensity (``2 * n_heads / n_kv_heads`` FLOPs per cached element, ``n_heads / n_kv_heads``
+    per byte at 16 bits) stays below the ridge, so at long contexts more batch never reaches
+    the roof. Memory capacity is ignored here.
     """
     cfg, chip = _model(model), get_accelerator(accelerator)
-    ctx = _positive_ints("context", context)
-    if np.any(ctx > cfg.max_context):
-        raise ValueError(f"context must be at most max_context = {cfg.max_context} of {cfg.name!r}")
-    shares = _shares(cfg, n_gpus)
+    ctx = _contexts(cfg, context)
+    shares = _shares(cfg, _count("n_gpus", n_gpus))
     ratio = chip.peak(_compute_dtype(chip, weight_dtype, compute_dtype)) / chip.bandwidth
     sizes = _sizes(weight_dtype, kv_dtype, "bf16", 128)
 
@@ -305,6 +366,10 @@ def _positive_ints(name: str, value) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype == bool or not np.issubdtype(array.dtype, np.number):
         raise ValueError(f"{name} must be a positive integer (or an array of them), got {value!r}")
+    if array.size == 0:
+        raise ValueError(
+            f"{name} must be a positive integer or a non-empty array of them, got {value!r}"
+        )
     bad = ~(np.isfinite(array) & (array >= 1) & (array == np.round(array)))
     if np.any(bad):
         raise ValueError(
@@ -327,9 +392,25 @@ def _inputs(model, accelerator, batch, prompt_len, output_len):
     return cfg, chip, b, p, o
 
 
-def _fraction(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+def _contexts(cfg: ModelConfig, context) -> np.ndarray:
+    ctx = _positive_ints("context", context)
+    if np.any(ctx > cfg.max_context):
+        raise ValueError(f"context must be at most max_context = {cfg.max_context} of {cfg.name!r}")
+    return ctx
+
+
+def _count(name: str, value) -> int:
+    """A positive integer (Python or NumPy) as an ``int``; anything else raises."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _fraction(name: str, value) -> float:
+    """A fraction of a peak in (0, 1] (Python or NumPy number) as a ``float``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value <= 1:
         raise ValueError(f"{name} must be a fraction of the peak in (0, 1], got {value!r}")
+    return float(value)
 
 
 def _kv_share(cfg: ModelConfig, n_gpus: int) -> float:
@@ -341,8 +422,6 @@ def _kv_share(cfg: ModelConfig, n_gpus: int) -> float:
 
 def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
     """Per op, the fraction of its FLOPs and bytes one GPU does under tensor parallelism."""
-    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
-        raise ValueError(f"n_gpus must be a positive integer, got {n_gpus!r}")
     if cfg.n_heads % n_gpus:
         raise ValueError(
             f"n_gpus ({n_gpus}) must divide n_heads ({cfg.n_heads}) of {cfg.name!r} "
@@ -363,9 +442,16 @@ def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
 
 
 def _link_bandwidth(chip: Accelerator, n_gpus: int) -> float:
-    if n_gpus > 1 and not chip.interconnect_bandwidth:
-        raise ValueError(f"{chip.name} has no interconnect in the data; n_gpus must be 1")
-    return chip.interconnect_bandwidth or 0.0
+    """Interconnect bytes/s (both directions) one chip uses in a group of ``n_gpus``."""
+    if n_gpus == 1:
+        return 0.0
+    bandwidth = chip.group_bandwidth(n_gpus)
+    if bandwidth is None:
+        raise ValueError(
+            f"{chip.name} has no interconnect in the data for tensor parallelism; "
+            f"n_gpus must be 1, got {n_gpus}"
+        )
+    return bandwidth
 
 
 def _compute_dtype(chip: Accelerator, weight_dtype: str, compute_dtype: str | None) -> str:
@@ -437,29 +523,18 @@ def _mean_of_max(m0, m1, c0, c1, n):
 
 
 def _weight_elements_per_gpu(cfg: ModelConfig, n_gpus: int) -> tuple[float, float]:
-    """(body, embedding + head) parameters one GPU holds under tensor parallelism."""
-    counts = cfg.param_counts()
-    head = counts["embedding"] + counts["lm_head"]
-    body = cfg.n_params - head
-    d, layers = cfg.hidden_size, cfg.n_layers
-    replicated = counts["norms"] + counts["router"]
-    if cfg.is_mla:  # the query and latent down-projections and their norms
-        replicated += layers * (d * cfg.q_lora_rank + cfg.q_lora_rank
-                                + d * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) + cfg.kv_lora_rank)
-        kv = 0
-    else:
-        kv = layers * 2 * cfg.n_kv_heads * cfg.head_dim * (d + (1 if cfg.qkv_bias else 0))
-    split = body - replicated - kv
-    return split / n_gpus + replicated + kv * _kv_share(cfg, n_gpus), head / n_gpus
+    """(body, embedding + head) parameters one GPU holds: each op's share of its weights."""
+    shares = _shares(cfg, n_gpus)
+    params = cfg.params_by_op()
+    body = sum(n * shares[op] for op, n in params.items() if op not in _HEAD_OPS)
+    return body, sum(params[op] * shares[op] for op in _HEAD_OPS)
 
 
 def _memory(cfg, chip, b, p, o, n_gpus, sizes, reserve_fraction, prefill_chunk) -> Memory:
-    if not (isinstance(reserve_fraction, (int, float)) and 0 <= reserve_fraction < 1):
+    if (isinstance(reserve_fraction, bool) or not isinstance(reserve_fraction, numbers.Real)
+            or not 0 <= reserve_fraction < 1):
         raise ValueError(f"reserve_fraction must be in [0, 1), got {reserve_fraction!r}")
-    if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
-        raise ValueError(
-            f"prefill_chunk must be a positive integer (tokens), got {prefill_chunk!r}"
-        )
+    prefill_chunk = _count("prefill_chunk (tokens)", prefill_chunk)
     body, head = _weight_elements_per_gpu(cfg, n_gpus)
     weights = body * sizes["weight"] + head * sizes["head"]
     kv_cache = b * (p + o) * cfg.kv_elements_per_token * _kv_share(cfg, n_gpus) * sizes["kv"]
@@ -472,7 +547,7 @@ def _memory(cfg, chip, b, p, o, n_gpus, sizes, reserve_fraction, prefill_chunk) 
         weights=_out(np.broadcast_to(float(weights), shape)),
         kv_cache=_out(kv_cache * 1.0),
         activations=_out(activations * 1.0),
-        reserve=float(reserve_fraction * capacity),
+        reserve=float(reserve_fraction) * capacity,
         capacity=float(capacity),
     )
 

@@ -1,8 +1,10 @@
 """Accelerator specs: memory, bandwidth and dense peak compute per precision, with sources.
 
-The figures live in ``data/accelerators.json`` (human units: GB, GB/s, TFLOPS); this module
-turns them into SI base units (bytes, bytes/s, FLOP/s) and computes what follows from them,
-such as the ridge point. Peaks are dense: never the 2:4-sparsity figure.
+The figures live in ``data/accelerators.json`` (human units: GiB of memory, GB/s, TFLOPS);
+this module turns them into base units (bytes, bytes/s, FLOP/s) and computes what follows from
+them, such as the ridge point. Peaks are dense: never the 2:4-sparsity figure. Memory capacity
+is binary: vendors write "80GB" for 80 GiB (2**30 bytes) of HBM, so ``memory_bytes`` is
+``memory_gib * 2**30``; bandwidths are decimal (1e9 bytes/s per GB/s).
 
 >>> h100 = get_accelerator("h100-sxm")
 >>> round(h100.ridge("bf16"), 1)
@@ -23,6 +25,7 @@ from . import dtypes
 
 _TERA = Decimal(10) ** 12
 _GIGA = Decimal(10) ** 9
+_GIB = Decimal(2) ** 30
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Accelerator:
     name: str
     vendor: str
     architecture: str
-    memory_bytes: float  # capacity as the vendor states it in GB, times 1e9
+    memory_bytes: float  # capacity: the vendor's "GB" figure read as GiB, times 2**30
     memory_type: str
     bandwidth: float  # memory bandwidth, bytes/s
     peaks: dict[str, float] = field(hash=False)  # dense tensor math: "bf16" -> FLOP/s
@@ -40,6 +43,21 @@ class Accelerator:
     interconnect_bandwidth: float | None  # bytes/s per chip, both directions together
     sources: dict[str, str] = field(hash=False)  # field -> document and date
     notes: str = ""
+    link_bandwidth: float | None = None  # bytes/s of one link of a mesh; None: a switch
+
+    def group_bandwidth(self, n_gpus: int) -> float | None:
+        """Interconnect bytes/s (both directions) one chip can use in a group of ``n_gpus``.
+
+        Behind a switch (NVLink) every chip has its whole ``interconnect_bandwidth`` in any
+        group; in a point-to-point mesh (MI300X's Infinity Fabric) a chip reaches each of its
+        ``n_gpus - 1`` peers over one link, so it has ``min(total, (n_gpus - 1) * link)``.
+        ``None`` when the chip has no interconnect in the data.
+        """
+        if self.interconnect_bandwidth is None:
+            return None
+        if self.link_bandwidth is None:
+            return self.interconnect_bandwidth
+        return min(self.interconnect_bandwidth, max(n_gpus - 1, 1) * self.link_bandwidth)
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -82,7 +100,7 @@ def _from_record(record: dict) -> Accelerator:
         name=record["name"],
         vendor=record["vendor"],
         architecture=record["architecture"],
-        memory_bytes=float(Decimal(record["memory_gb"]) * _GIGA),
+        memory_bytes=float(Decimal(record["memory_gib"]) * _GIB),
         memory_type=record["memory_type"],
         bandwidth=float(Decimal(record["bandwidth_gb_s"]) * _GIGA),
         peaks={k: float(Decimal(v) * _TERA) for k, v in record["peak_tflops"].items()},
@@ -90,6 +108,8 @@ def _from_record(record: dict) -> Accelerator:
         interconnect_bandwidth=float(Decimal(link["bandwidth_gb_s"]) * _GIGA) if link else None,
         sources=dict(record["sources"]),
         notes=record.get("notes", ""),
+        link_bandwidth=float(Decimal(link["link_gb_s"]) * _GIGA)
+        if link and "link_gb_s" in link else None,
     )
 
 
@@ -121,7 +141,8 @@ def get_accelerator(name: str | Accelerator) -> Accelerator:
     """Look an accelerator up by name or alias, forgiving case and punctuation.
 
     An ``Accelerator`` is returned as is. An unknown name raises ``ValueError`` with the
-    closest known names.
+    closest known names. The bare "H100" means the H100 SXM (the article's chip); the slower
+    H100 PCIe card is not in the data.
     """
     if isinstance(name, Accelerator):
         return name
@@ -144,14 +165,15 @@ def table(
 ) -> list[dict]:
     """One row per accelerator for a notebook table: memory, bandwidth, peaks and ridges.
 
-    Units are in the column names; a chip without a precision gets ``None`` there.
+    Units are in the column names (memory in GiB, bandwidth in GB/s); a chip without a
+    precision gets ``None`` there.
     """
     rows = []
     for chip in map(get_accelerator, names or list_accelerators()):
         row = {
             "accelerator": chip.name,
             "architecture": chip.architecture,
-            "memory (GB)": chip.memory_bytes / 1e9,
+            "memory (GiB)": chip.memory_bytes / 2**30,
             "memory type": chip.memory_type,
             "bandwidth (GB/s)": chip.bandwidth / 1e9,
         }

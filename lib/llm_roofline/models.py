@@ -168,25 +168,28 @@ class ModelConfig:
 
     # ---- parameter counts -------------------------------------------------------------------
 
-    def attention_params(self) -> int:
-        """Parameters of one layer's attention block (projections, biases, MLA's norms)."""
+    def _attention_params_by_op(self) -> dict[str, int]:
+        """One layer's attention parameters by the operation that uses them (``formulas`` names)."""
         d, h = self.hidden_size, self.n_heads
         if self.is_mla:
             qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            if self.q_lora_rank:  # d -> q_lora_rank -> RMSNorm -> h * qk
-                q = d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * h * qk
-            else:
-                q = d * h * qk
-            kv = (
-                d * (self.kv_lora_rank + self.qk_rope_head_dim)  # latent and shared rotary key
-                + self.kv_lora_rank  # RMSNorm on the latent
-                + self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim)  # up-projection
-            )
-            return q + kv + h * self.v_head_dim * d
-        q = h * self.head_dim
-        kv = self.n_kv_heads * self.head_dim
-        bias = q + 2 * kv if self.qkv_bias else 0
-        return d * q + 2 * d * kv + q * d + bias
+            return {
+                "q_a_proj": d * self.q_lora_rank,  # d -> q_lora_rank -> RMSNorm -> h * qk
+                "q_a_norm": self.q_lora_rank,
+                "q_b_proj": (self.q_lora_rank or d) * h * qk,
+                "kv_a_proj": d * (self.kv_lora_rank + self.qk_rope_head_dim),  # latent, rope key
+                "kv_a_norm": self.kv_lora_rank,  # RMSNorm on the latent
+                "kv_b_proj": self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim),
+                "o_proj": h * self.v_head_dim * d,
+            }
+        q, kv = h * self.head_dim, self.n_kv_heads * self.head_dim
+        inputs = d + (1 if self.qkv_bias else 0)  # a bias is one more input column
+        return {"q_proj": inputs * q, "k_proj": inputs * kv, "v_proj": inputs * kv,
+                "o_proj": q * d}
+
+    def attention_params(self) -> int:
+        """Parameters of one layer's attention block (projections, biases, MLA's norms)."""
+        return sum(self._attention_params_by_op().values())
 
     def mlp_params(self, width: int) -> int:
         """Parameters of one MLP (or one expert) of the given intermediate width."""
@@ -209,6 +212,31 @@ class ModelConfig:
             "routed_experts": moe * self.n_routed_experts * expert,
             "norms": (2 * self.n_layers + 1) * d,
             "lm_head": 0 if self.tie_embeddings else self.vocab_size * d,
+        }
+
+    def params_by_op(self) -> dict[str, int]:
+        """Parameters by the operation that uses them, over all layers; they sum to ``n_params``.
+
+        Keys are operation names of ``formulas.ops_for`` (``embed``, the norms, the attention
+        projections, ``router`` for MoE, ``gate_proj``/``up_proj``/``down_proj`` with the dense
+        MLPs and all experts, ``lm_head``), so that a per-op rule, such as which ops tensor
+        parallelism replicates, applies to the weights as it does to the FLOPs and bytes.
+        """
+        d, layers = self.hidden_size, self.n_layers
+        counts = self.param_counts()
+        mlp = counts["mlp"] + counts["shared_experts"] + counts["routed_experts"]
+        per_matrix = mlp // (3 if self.gated_mlp else 2)  # gate, up, down: d x width each
+        return {
+            "embed": counts["embedding"],
+            "attn_norm": layers * d,
+            **{op: layers * n for op, n in self._attention_params_by_op().items()},
+            "mlp_norm": layers * d,
+            **({"router": counts["router"]} if self.is_moe else {}),
+            "gate_proj": per_matrix if self.gated_mlp else 0,
+            "up_proj": per_matrix,
+            "down_proj": per_matrix,
+            "final_norm": d,
+            "lm_head": counts["lm_head"],
         }
 
     @property
@@ -258,6 +286,11 @@ class ModelConfig:
         missing required field, raises ``ValueError`` naming it. Absent optional fields take
         the Hugging Face defaults of these families (``num_key_value_heads = num_attention_heads``,
         ``head_dim = hidden_size // num_attention_heads``, untied embeddings).
+
+        Sliding-window attention is not modelled (it would cap the KV cache at the window), so
+        a ``sliding_window`` shorter than ``max_position_embeddings`` raises ``ValueError``
+        unless the config turns it off (``use_sliding_window: false``, as Qwen2 configs do);
+        a null window, or one no shorter than the context, changes nothing and is accepted.
         """
         if not isinstance(config, dict):
             raise ValueError(
@@ -278,6 +311,23 @@ class ModelConfig:
             return config[key]
 
         hidden, heads = need("hidden_size"), need("num_attention_heads")
+        kv_heads = config.get("num_key_value_heads")
+        if kv_heads is None:
+            kv_heads = heads  # the Hugging Face default: multi-head attention
+        elif isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads <= 0:
+            raise ValueError(
+                f"config.json num_key_value_heads must be a positive integer (or absent, meaning "
+                f"num_attention_heads), got {kv_heads!r}"
+            )
+        window = config.get("sliding_window")
+        harmless = isinstance(window, int) and window >= need("max_position_embeddings")
+        turned_off = config.get("use_sliding_window", True) is False
+        if window is not None and not turned_off and not harmless:
+            raise ValueError(
+                f"config.json sliding_window {window!r} is not supported: sliding-window "
+                "attention is not modelled (allowed: null, no shorter than "
+                "max_position_embeddings, or use_sliding_window: false)"
+            )
         fields = dict(
             name=name or config.get("_name_or_path") or model_type,
             vocab_size=need("vocab_size"),
@@ -285,7 +335,7 @@ class ModelConfig:
             intermediate_size=need("intermediate_size"),
             n_layers=need("num_hidden_layers"),
             n_heads=heads,
-            n_kv_heads=config.get("num_key_value_heads") or heads,
+            n_kv_heads=kv_heads,
             max_context=need("max_position_embeddings"),
             rope_theta=float(config.get("rope_theta", 10000.0)),
             norm_eps=float(config.get("rms_norm_eps", 1e-6)),
