@@ -1,4 +1,9 @@
-"""The book's three-way check: what the tiny model counts as it runs equals formulas.py, exactly."""
+"""The book's three-way check: what the tiny model tallies as it runs equals formulas.py, exactly.
+
+The tally applies formulas' conventions to the arrays each operation really reads and writes,
+so these tests check shapes, element sizes, passes and which (query, key) pairs are computed;
+they do not count executed instructions (see the formulas module docstring).
+"""
 
 import dataclasses
 from fractions import Fraction

@@ -86,6 +86,15 @@ def test_linear_flops_are_two_per_matrix_parameter_per_token(gated):
     assert F.linear_flops_expr() == 2 * F.P * F.B * F.L
 
 
+@pytest.mark.parametrize("gated, bias", [(True, False), (False, True)])
+def test_a_dense_model_has_the_dense_expressions(gated, bias):
+    """op_costs substitutes model_expressions for every model; for a dense one those are
+    op_expressions, the formulas the book derives from."""
+    dense = F.op_expressions(gated_mlp=gated, qkv_bias=bias)
+    assert F.model_expressions(gated_mlp=gated, qkv_bias=bias) == dense
+    assert F.ops_for(CFG) == F.OPS == tuple(dense)
+
+
 # --- the article's numbers -------------------------------------------------------------------
 def test_case_a_prefill_and_case_b_decode():
     h100 = get_accelerator("h100-sxm")

@@ -14,6 +14,12 @@ def test_each_figure_is_positive_and_finite():
         assert isinstance(value, float) and math.isfinite(value) and value > 0
 
 
+def test_median_seconds_warms_up_once_then_times_each_repeat():
+    calls = []
+    seconds = M.median_seconds(lambda: calls.append(1), repeats=3)
+    assert len(calls) == 4 and isinstance(seconds, float) and seconds >= 0
+
+
 def test_measure_host_is_plain_json_data():
     host = M.measure_host(bandwidth_mb=4, matmul_n=64, repeats=1)
     assert set(host) == {"copy_GBps", "matvec_GBps", "matmul_GFLOPS", "bandwidth_mb", "matmul_n",

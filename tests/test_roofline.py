@@ -82,6 +82,27 @@ def test_bad_machine_arguments():
         rl.regime(1, -5)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: rl.ridge_point(H100_PEAK, H100_BW, dtype="fp8"),
+        lambda: rl.ridge_point(H100_PEAK, H100_BW, dtype="bf16"),
+        lambda: rl.attainable(1, H100_PEAK, H100_BW, dtype="fp8"),
+        lambda: rl.efficiency(1, H100_PEAK, H100_BW, dtype="int8"),
+        lambda: rl.regime(1, 295.3, dtype="fp8"),
+    ],
+)
+def test_dtype_with_numbers_is_rejected_not_ignored(call):
+    with pytest.raises(ValueError, match="dtype='.*' applies only to a chip"):
+        call()
+
+
+def test_no_dtype_means_bf16_for_a_chip():
+    assert rl.ridge_point("H100") == rl.ridge_point("H100", dtype="bf16")
+    assert rl.regime(300, "H100") == rl.regime(300, "H100", dtype="bf16") == "compute-bound"
+    assert rl.regime(300, "H100", dtype="fp8") == "memory-bound"
+
+
 def _rooflines(ax):
     return [line for line in ax.get_lines() if line.get_gid() == "roofline"]
 

@@ -1,11 +1,14 @@
 """Answer checks for the book's exercises: ``check("roofline-1", 590)``.
 
-Each exercise has an id (``<chapter>-<n>``), an expected value computed from the library
-when first checked (so the book and its answers cannot drift apart), a unit, a relative
-tolerance and a hint. A check says whether the answer is right, and if not, how far off
-it is and a hint, never the expected value itself.
+Each exercise has an id (``<topic>-<n>``, the topic naming its notebook: ``roofline-1`` is
+in ``notebooks/03_roofline``), an expected value computed from the library when first
+checked (so the book and its answers cannot drift apart), a unit, a relative tolerance and
+a hint. A check says whether the answer is right, and if not, the direction and a coarse
+band of how far off it is (within 10 %, 10 to 50 %, a factor of about 2, 3 to 10, an order
+of magnitude or more) and the hint: never the expected value, nor a figure precise enough
+to compute it from.
 
-Chapters add their exercises with ``register``, next to the roofline ones below.
+Notebooks add their exercises with ``register``, next to the roofline ones below.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def check(id: str, answer: float) -> Verdict:
     """Compare ``answer`` (in the exercise's unit) with the expected value.
 
     Correct means within the exercise's relative tolerance. Otherwise the verdict says
-    whether the answer is too high or too low and by how much, and gives the hint.
+    whether the answer is too high or too low, in which coarse band (see the module
+    docstring), and gives the hint.
     """
     if id not in _REGISTRY:
         raise ValueError(f"unknown exercise {id!r}; known: {', '.join(_REGISTRY)}")
@@ -80,17 +84,7 @@ def check(id: str, answer: float) -> Verdict:
     tolerance = f"{100 * exercise.rtol:.2g} %" if exercise.rtol else "exact"
     if math.isclose(value, expected, rel_tol=exercise.rtol, abs_tol=0.0):
         return Verdict(True, f"{id}: correct ({value:g} {exercise.unit}, tolerance {tolerance}).")
-    if value <= 0 < expected:
-        off = "not positive"
-    else:
-        ratio = value / expected
-        direction = "high" if ratio > 1 else "low"
-        factor = max(ratio, 1 / ratio)
-        if factor >= 2:
-            size = f"{factor:,.0f}" if factor >= 10 else f"{factor:.1f}"
-            off = f"too {direction} by a factor of about {size}"
-        else:
-            off = f"too {direction} by {100 * abs(ratio - 1):.2g} %"
+    off = "not positive" if value <= 0 < expected else _how_far_off(value / expected)
     return Verdict(
         False,
         f"{id}: not yet: {value:g} {exercise.unit} is {off} (tolerance {tolerance}). "
@@ -98,7 +92,25 @@ def check(id: str, answer: float) -> Verdict:
     )
 
 
-# Chapter 3, the roofline model -------------------------------------------------------
+def _how_far_off(ratio: float) -> str:
+    """A coarse band for ``answer / expected`` (positive, not within tolerance)."""
+    direction = "high" if ratio > 1 else "low"
+    factor = max(ratio, 1 / ratio)
+    if factor < 1.1:
+        return f"a little too {direction} (within 10 %)"
+    if factor < 1.5:
+        return f"too {direction} by 10 to 50 %"
+    if factor < 3:
+        return f"too {direction} by a factor of about 2"
+    if factor < 10:
+        return f"too {direction} by a factor of 3 to 10"
+    decades = round(math.log10(factor))
+    if decades == 1:
+        return f"an order of magnitude too {direction}"
+    return f"too {direction} by a factor of about {10**decades:,}"
+
+
+# notebooks/03_roofline: the roofline model -----------------------------------------
 
 
 def _roofline_1() -> float:
@@ -143,7 +155,7 @@ register(
 )
 
 
-# Chapter 7, the calculator ------------------------------------------------------------
+# notebooks/07_calculator: the calculator ------------------------------------------
 
 
 def _calculator_1() -> float:
@@ -187,7 +199,8 @@ register(
 )
 register(
     "calculator-2", _calculator_2, unit="sequences", rtol=0.02,
-    hint="usable memory is 90 % of 80 GB; subtract the weights, divide by one sequence's cache.",
+    hint="usable memory is 90 % of 80 GiB (2**30 bytes each); subtract the weights, divide by one "
+    "sequence's cache.",
 )
 register(
     "calculator-3", _calculator_3, unit="experts",

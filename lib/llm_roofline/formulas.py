@@ -52,6 +52,17 @@ Attention
     ``act_dtype``, for exactly the pairs counted. The two agree for a decode step.
 The LM head runs on every new token (prefill returns logits for all ``L`` positions).
 
+What "counted equals analytic" checks
+    The tally of :mod:`llm_roofline.tiny` does not count executed instructions: as each
+    operation runs, it applies the conventions above to the arrays that operation really
+    reads and writes (their shapes and element sizes as NumPy holds them). So the exact
+    agreement of tally and formulas checks the shapes, element sizes, layer and pass counts
+    of a real forward pass, and which (query, key) pairs are computed (the whole block or
+    only the causal ones). It does not check the conventions themselves: that BLAS does
+    ``2*m*k*n`` FLOPs, that a softmax costs 6 per score, or what memory traffic the CPU's
+    caches turn these bytes into. Only measured time (``benchmarks/bench_tiny.py``) relates
+    the counts to the machine.
+
 The dense decoder is written first (multi-head, grouped-query and multi-query attention;
 gated or plain MLP; optional q, k, v biases); mixture of experts and multi-head latent
 attention follow in their own section at the end of this module.
@@ -324,12 +335,16 @@ def op_costs(
     act_dtype: str | None = None,
     causal: bool = True,
 ) -> dict[str, Cost]:
-    """Cost of each operation in :data:`OPS` for one forward pass, summed over all layers.
+    """Cost of each operation for one forward pass, summed over all layers, exact integers.
 
     ``batch`` sequences each process ``n_new`` new tokens attending to ``n_past`` cached tokens
     plus themselves (prefill: ``n_past=0, n_new=L``; decode step: ``n_new=1, n_past=L_ctx-1``).
     ``kv_dtype`` and ``act_dtype`` default to ``weight_dtype``. Counting conventions: see the
     module docstring. Bytes of packed sub-byte types are rounded up to whole bytes per operation.
+
+    The operations are :data:`OPS` for a dense model, :func:`ops_for` in general: the
+    :func:`expressions_for` ``cfg`` (latent attention in its absorbed form for a decode step,
+    ``n_new == 1``, naive otherwise) valued with :func:`model_values` and the workload.
     """
     _positive_int(batch, "batch")
     _positive_int(n_new, "n_new")
@@ -339,23 +354,13 @@ def op_costs(
             f"n_past + n_new = {n_past + n_new} exceeds max_context = {cfg.max_context} "
             f"of {cfg.name!r}"
         )
-    if cfg.is_moe or cfg.is_mla:  # see the MoE/MLA section
-        return _moe_mla_op_costs(
-            cfg, batch, n_new, n_past, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-            act_dtype=act_dtype, causal=causal,
-        )
-    sizes = {
+    values = model_values(cfg) | {
+        B: sp.Integer(batch), _N_NEW: sp.Integer(n_new), _N_PAST: sp.Integer(n_past),
         b_w: _bytes_per_element(weight_dtype, "weight_dtype"),
         b_kv: _bytes_per_element(kv_dtype or weight_dtype, "kv_dtype"),
         b_act: _bytes_per_element(act_dtype or weight_dtype, "act_dtype"),
     }
-    values = {
-        n_layers: cfg.n_layers, d_model: cfg.hidden_size, d_ff: cfg.intermediate_size,
-        n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim,
-        vocab: cfg.vocab_size, B: batch, _N_NEW: n_new, _N_PAST: n_past,
-    }
-    values = {k: sp.Integer(v) for k, v in values.items()} | sizes
-    exprs = op_expressions(causal=causal, gated_mlp=cfg.gated_mlp, qkv_bias=cfg.qkv_bias)
+    exprs = expressions_for(cfg, causal=causal, absorbed=n_new == 1)
     return {
         op: Cost(*(int(sp.ceiling(x.xreplace(values))) for x in e)) for op, e in exprs.items()
     }
@@ -583,22 +588,6 @@ def model_values(cfg) -> dict:
             d_nope: cfg.qk_nope_head_dim, d_v: cfg.v_head_dim,
         }
     return {k: sp.Integer(v) for k, v in values.items()}
-
-
-def _moe_mla_op_costs(cfg, batch, n_new_, n_past_, *, weight_dtype, kv_dtype, act_dtype, causal):
-    """:func:`op_costs` for a model with routed experts or latent attention (exact integers;
-    the arguments are checked by :func:`op_costs`)."""
-    values = model_values(cfg) | {
-        B: sp.Integer(batch), _N_NEW: sp.Integer(n_new_), _N_PAST: sp.Integer(n_past_),
-        b_w: _bytes_per_element(weight_dtype, "weight_dtype"),
-        b_kv: _bytes_per_element(kv_dtype or weight_dtype, "kv_dtype"),
-        b_act: _bytes_per_element(act_dtype or weight_dtype, "act_dtype"),
-    }
-    exprs = expressions_for(cfg, causal=causal, absorbed=n_new_ == 1)
-    return {
-        op: Cost(*(int(sp.ceiling(sp.sympify(x).xreplace(values))) for x in e))
-        for op, e in exprs.items()
-    }
 
 
 @lru_cache(maxsize=None)

@@ -5,6 +5,12 @@ GB/s (1e9 bytes per second), compute in GFLOP/s (1e9 FLOP per second). Defaults 
 a notebook call takes a couple of seconds; a benchmark passes larger sizes. The bandwidth
 arrays must be far larger than the last-level cache (tens of MB on current CPUs), or the
 figure measures the cache, not the memory.
+
+Copy counts bytes as STREAM does: the array read plus the array written, ``2 x size``. On most
+x86 CPUs an ordinary store first reads the destination line into the cache (write-allocate),
+so the memory bus can carry up to ``3 x size`` (less where the copy uses non-temporal stores,
+as a large ``memcpy`` may), and a read-only kernel such as a GEMV can then run above "100 % of
+copy bandwidth". Compare read-only kernels with :func:`matvec_bandwidth`.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ def _positive_int(value, field: str) -> int:
     return value
 
 
-def _median_seconds(fn, repeats: int) -> float:
+def median_seconds(fn, repeats: int) -> float:
+    """Median wall time of ``repeats`` calls of ``fn()``, in seconds, after one untimed call."""
     _positive_int(repeats, "repeats")
     fn()  # warm up: page in the arrays, start the BLAS threads
     times = []
@@ -39,12 +46,13 @@ def _median_seconds(fn, repeats: int) -> float:
 def copy_bandwidth(size_mb: int = 128, repeats: int = 5) -> float:
     """STREAM-like copy of a ``size_mb`` MB float32 array into another, in GB/s.
 
-    Counts the bytes read plus the bytes written (2 x size), as STREAM's copy does.
+    Counts the bytes read plus the bytes written (2 x size), as STREAM's copy does; with
+    write-allocate caches (most x86 CPUs) the bus may carry up to 3 x size (module notes).
     """
     n = _positive_int(size_mb, "size_mb") * MB // 4
     src = np.ones(n, np.float32)
     dst = np.empty_like(src)
-    return 2 * src.nbytes / _median_seconds(lambda: np.copyto(dst, src), repeats) / 1e9
+    return 2 * src.nbytes / median_seconds(lambda: np.copyto(dst, src), repeats) / 1e9
 
 
 def matvec_bandwidth(size_mb: int = 128, repeats: int = 5) -> float:
@@ -58,7 +66,7 @@ def matvec_bandwidth(size_mb: int = 128, repeats: int = 5) -> float:
     w = np.ones((rows, cols), np.float32)
     x = np.ones(cols, np.float32)
     moved = w.nbytes + x.nbytes + rows * 4
-    return moved / _median_seconds(lambda: w @ x, repeats) / 1e9
+    return moved / median_seconds(lambda: w @ x, repeats) / 1e9
 
 
 def matmul_peak(n: int = 1024, repeats: int = 5) -> float:
@@ -68,7 +76,7 @@ def matmul_peak(n: int = 1024, repeats: int = 5) -> float:
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     out = np.empty_like(a)
-    return 2 * n**3 / _median_seconds(lambda: np.matmul(a, b, out=out), repeats) / 1e9
+    return 2 * n**3 / median_seconds(lambda: np.matmul(a, b, out=out), repeats) / 1e9
 
 
 def _openblas_calls() -> dict:

@@ -7,6 +7,8 @@ compute-bound roof (I >= I_ridge).
 
 Every function takes either numbers (``peak``, ``bandwidth``) or a chip (an ``Accelerator``
 or its name) with a ``dtype``: ``attainable(1, "H100")`` is ``attainable(1, 989.4e12, 3.35e12)``.
+``dtype`` picks the chip's peak (``None``: BF16); with numbers the peak is already given, so
+passing a ``dtype`` raises ``ValueError`` rather than being ignored.
 Scalars give floats; NumPy arrays broadcast and give arrays.
 """
 
@@ -40,45 +42,61 @@ def _out(array):
     return float(array) if np.ndim(array) == 0 else array
 
 
-def _machine(peak, bandwidth, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+DEFAULT_DTYPE = "bf16"
+"""The precision of a chip's peak when no ``dtype`` is given."""
+
+
+def _no_dtype_with_numbers(dtype, what: str) -> None:
+    if dtype is not None:
+        raise ValueError(
+            f"dtype={dtype!r} applies only to a chip; {what} is a number, which already "
+            f"fixes the precision: drop dtype, or pass the chip's name"
+        )
+
+
+def _machine(peak, bandwidth, dtype: str | None) -> tuple[np.ndarray, np.ndarray]:
     """(peak FLOP/s, bandwidth B/s) from numbers, or from a chip and a dtype."""
     if isinstance(peak, (Accelerator, str)):
         if bandwidth is not None:
             raise ValueError("give either a chip and dtype, or peak and bandwidth, not both")
         chip = get_accelerator(peak)
-        return np.asarray(chip.peak(dtype)), np.asarray(chip.bandwidth)
+        p = chip.peak(DEFAULT_DTYPE if dtype is None else dtype)
+        return np.asarray(p), np.asarray(chip.bandwidth)
     if bandwidth is None:
         raise ValueError("bandwidth (bytes/s) is required when peak is a number")
+    _no_dtype_with_numbers(dtype, "peak")
     return _positive("peak", peak), _positive("bandwidth", bandwidth)
 
 
-def ridge_point(peak, bandwidth=None, *, dtype: str = "bf16"):
+def ridge_point(peak, bandwidth=None, *, dtype: str | None = None):
     """I_ridge = P_peak / B_mem in FLOPs/byte (peak in FLOP/s, bandwidth in bytes/s)."""
     p, b = _machine(peak, bandwidth, dtype)
     return _out(p / b)
 
 
-def attainable(intensity, peak, bandwidth=None, *, dtype: str = "bf16"):
+def attainable(intensity, peak, bandwidth=None, *, dtype: str | None = None):
     """P = min(P_peak, I x B_mem) in FLOP/s, for intensity I in FLOPs/byte."""
     p, b = _machine(peak, bandwidth, dtype)
     return _out(np.minimum(p, _positive("intensity", intensity) * b))
 
 
-def efficiency(intensity, peak, bandwidth=None, *, dtype: str = "bf16"):
+def efficiency(intensity, peak, bandwidth=None, *, dtype: str | None = None):
     """Attainable over peak, a fraction in (0, 1]: min(1, I / I_ridge)."""
     p, b = _machine(peak, bandwidth, dtype)
     return _out(np.minimum(p, _positive("intensity", intensity) * b) / p)
 
 
-def is_memory_bound(intensity, ridge, *, dtype: str = "bf16"):
+def is_memory_bound(intensity, ridge, *, dtype: str | None = None):
     """True where I < I_ridge; ``ridge`` is a number (FLOPs/byte) or a chip."""
     if isinstance(ridge, (Accelerator, str)):
-        ridge = get_accelerator(ridge).ridge(dtype)
+        ridge = get_accelerator(ridge).ridge(DEFAULT_DTYPE if dtype is None else dtype)
+    else:
+        _no_dtype_with_numbers(dtype, "ridge")
     below = _positive("intensity", intensity) < _positive("ridge", ridge)
     return bool(below) if below.ndim == 0 else below
 
 
-def regime(intensity, ridge, *, dtype: str = "bf16"):
+def regime(intensity, ridge, *, dtype: str | None = None):
     """"memory-bound" where I < I_ridge, else "compute-bound" (an array of str for arrays)."""
     below = is_memory_bound(intensity, ridge, dtype=dtype)
     if isinstance(below, bool):
@@ -165,7 +183,7 @@ def plot(
 def explore(accelerator, dtype: str, intensity: float, ax=None):
     """One roofline with a kernel at ``intensity`` on it and a readout; return the Axes.
 
-    The pure function behind the chapter's slider: the readout gives the attainable
+    The pure function behind the roofline notebook's slider: the readout gives the attainable
     TFLOPS, the efficiency (attainable / peak) and the regime.
     """
     chip = get_accelerator(accelerator)

@@ -1,4 +1,4 @@
-"""A small Llama-style decoder in NumPy that counts the FLOPs and bytes of every operation.
+"""A small Llama-style decoder in NumPy that tallies the FLOPs and bytes of every operation.
 
 Usage::
 

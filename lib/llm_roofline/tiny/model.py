@@ -3,9 +3,10 @@
 Weights are a dict keyed by Hugging Face Llama parameter names, shaped as there
 (``q_proj.weight`` is ``[n_heads*head_dim, hidden]``), so a Llama checkpoint loads unchanged.
 Activations are kept as 2-D ``[tokens, features]`` arrays, so every projection is one BLAS
-matrix product. Pass a :class:`~llm_roofline.tiny.Tally` to count the FLOPs and bytes of
-every operation from the arrays it touches; the conventions are those of
-:mod:`llm_roofline.formulas`. Without a tally nothing is counted.
+matrix product. Pass a :class:`~llm_roofline.tiny.Tally` to record the FLOPs and bytes of
+every operation, computed from the shapes and dtypes of the arrays it reads and writes by
+the conventions of :mod:`llm_roofline.formulas` (not by counting executed instructions).
+Without a tally nothing is recorded.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..formulas import _positive_int
 from .tally import Tally
 
 STORAGE_DTYPES = (np.float16, np.float32, np.float64)
@@ -197,8 +199,7 @@ class TinyLlama:
         Greedy at ``temperature=0``; otherwise sampled from ``softmax(logits/temperature)``
         with ``numpy.random.default_rng(seed)``.
         """
-        if isinstance(n_new, bool) or not isinstance(n_new, int) or n_new < 1:
-            raise ValueError(f"n_new must be an int >= 1, got {n_new!r}")
+        _positive_int(n_new, "n_new")
         if not temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {temperature!r}")
         prompt = self._check_tokens(prompt, 2, "prompt")

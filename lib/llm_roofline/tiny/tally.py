@@ -16,6 +16,13 @@ class Tally:
     operation and :meth:`end` at the end. An operation's time is the wall time since the
     previous mark, so the Python between operations is charged to the operation that follows.
 
+    What the model adds is computed, not observed: FLOPs and bytes come from the shapes and
+    element sizes of the arrays the operation actually read and wrote, by the conventions of
+    :mod:`llm_roofline.formulas` (``2*m*k*n`` per matrix product, 6 per softmax score, ...).
+    No instruction or memory access is counted. Agreement with ``formulas.op_costs``
+    therefore confirms the shapes, the passes and which (query, key) pairs were computed,
+    not the conventions; only the measured seconds relate the counts to the machine.
+
     Read it back as :class:`formulas.Cost` (:meth:`costs`, :meth:`total`), as plain rows
     (:meth:`rows`, for plotting), per pass (:attr:`passes`) or as a table (``print(tally)``).
     """
