@@ -113,6 +113,11 @@ def test_page_renders(page, site, entry):
 
     if page.locator(".math").count():
         assert page.locator("mjx-container").count() > 0, f"{entry}: math left unrendered by MathJax"
+    overflowing = page.evaluate(
+        """() => [...document.querySelectorAll('mjx-container[display="true"]')]
+                  .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 60))"""
+    )
+    assert not overflowing, f"{entry}: display math wider than the text column: {overflowing}"
     prose = page.evaluate(VISIBLE_PROSE_JS)
     leftovers = [t for t in RAW_MATH if t in prose]
     assert not leftovers, f"{entry}: raw TeX on the page: {leftovers}"
