@@ -12,5 +12,6 @@ from nbclient import NotebookClient
 
 path = Path(sys.argv[1])
 nb = nbformat.read(path, as_version=4)
-NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+resources = {"metadata": {"path": str(path.parent)}}
+NotebookClient(nb, timeout=120, kernel_name="python3", resources=resources).execute()
 print(f"{path.name}: {sum(c.cell_type == 'code' for c in nb.cells)} code cells executed")

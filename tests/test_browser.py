@@ -11,6 +11,7 @@ import threading
 from urllib.parse import urlparse
 
 import pytest
+
 from conftest import SCREENSHOTS, toc_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -91,7 +92,8 @@ RAW_MATH = ("$$", "\\[", "\\begin{", "\\frac{", "\\times")
 VISIBLE_PROSE_JS = """() => {
   const root = document.querySelector('main') || document.body;
   const clone = root.cloneNode(true);
-  clone.querySelectorAll('pre, code, script, style, mjx-container, .cell_input, .highlight').forEach(n => n.remove());
+  clone.querySelectorAll('pre, code, script, style, mjx-container, .cell_input, .highlight')
+       .forEach(n => n.remove());
   return clone.innerText;
 }"""
 
@@ -99,7 +101,9 @@ VISIBLE_PROSE_JS = """() => {
 @pytest.mark.parametrize("entry", toc_files())
 def test_page_renders(page, site, entry):
     page.goto(f"{site}/{entry}.html", wait_until="load")
-    page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise", timeout=30000)
+    page.wait_for_function(
+        "() => !window.MathJax || !MathJax.startup || MathJax.startup.promise", timeout=30000
+    )
     page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
 
     title = page.title()
@@ -107,7 +111,8 @@ def test_page_renders(page, site, entry):
     assert page.locator("main h1").count() >= 1, f"{entry}: no heading"
 
     broken = page.evaluate(
-        "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src.slice(0, 80))"
+        """() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
+                                      .map(i => i.src.slice(0, 80))"""
     )
     assert not broken, f"{entry}: broken images {broken}"
 
@@ -144,7 +149,8 @@ def test_scrubbers_move(page, site, entry):
         last = slider.get_attribute("max")
         assert last and int(last) > 0, f"{entry}: scrubber {i} has a single frame"
         slider.evaluate(
-            "(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change')); }",
+            """(s, v) => { s.value = v; s.dispatchEvent(new Event('input'));
+                          s.dispatchEvent(new Event('change')); }""",
             last,
         )
         page.wait_for_timeout(200)

@@ -1,4 +1,4 @@
-"""The repository's own rules: toc and notebooks agree, notebooks are committed clean, chapters have their parts."""
+"""The repository's own rules: toc and notebooks agree, notebooks are clean, chapters have their parts."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 
 import pytest
 import yaml
+
 from conftest import ROOT, notebooks, toc_files
 
 
@@ -54,7 +55,7 @@ def test_chapter_has_exercises_solutions_takeaways_and_citations(path):
         if started:
             inside_solution = True
         if inside_solution:
-            assert "solution" in tags, f"{path.name}: cell {i} is part of a solution but lacks the 'solution' tag"
+            assert "solution" in tags, f"{path.name}: cell {i} is in a solution but lacks the 'solution' tag"
         if "{solution-end}" in text:
             inside_solution = False
     assert len(exercises) >= 4, f"{path.name}: {len(exercises)} exercises, a chapter needs at least 4"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import ROOT, notebooks
 
 RUNNER = ROOT / "tests" / "run_notebook.py"

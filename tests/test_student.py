@@ -3,8 +3,8 @@
 import json
 
 import pytest
-from conftest import notebooks
 
+from conftest import notebooks
 from llm_roofline.student import strip_solutions, write_student_edition
 
 

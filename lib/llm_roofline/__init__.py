@@ -15,3 +15,5 @@ __version__ = "0.1.0"
 from .estimate import decode_step, estimate  # noqa: E402
 from .hardware import get_accelerator  # noqa: E402
 from .models import ModelConfig, get_model, list_models  # noqa: E402
+
+__all__ = ["ModelConfig", "decode_step", "estimate", "get_accelerator", "get_model", "list_models"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from . import hardware
 from .estimate import estimate, gpus_needed, max_batch
+from .models import ModelConfig, get_model, list_models, model_info
 
 _GIB = 2**30
-from .models import ModelConfig, get_model, list_models, model_info
 
 _EPILOG = """examples:
   python -m llm_roofline estimate --model llama-3-70b --gpu h100-sxm --dtype fp8 --batch 32

@@ -71,7 +71,7 @@ attention follow in their own section at the end of this module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -197,7 +197,7 @@ def op_expressions(
     return dict(_op_expressions(causal, gated_mlp, qkv_bias))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _op_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool):
     T = B * n_new  # new tokens in the pass
     S = n_past + n_new  # keys and values read per sequence and KV head
@@ -452,7 +452,7 @@ def model_expressions(
     return dict(_model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed):
     dense = _op_expressions(causal, gated_mlp, qkv_bias)
     attention = _mla_expressions(causal, q_lora, absorbed) if mla else {
@@ -590,7 +590,7 @@ def model_values(cfg) -> dict:
     return {k: sp.Integer(v) for k, v in values.items()}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _traffic_functions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed):
     """Per op, a NumPy function of (model values..., B, n_new, n_past) -> four arrays."""
     exprs = _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed)

@@ -20,7 +20,7 @@ import sympy as sp
 from .hardware import Accelerator, get_accelerator
 
 # The symbolic form, for derivations: P = Min(P_peak, I B_mem), I_ridge = P_peak / B_mem.
-I, P_peak, B_mem = sp.symbols("I P_peak B_mem", positive=True)
+I, P_peak, B_mem = sp.symbols("I P_peak B_mem", positive=True)  # noqa: E741 (the book's I)
 P_ATTAINABLE = sp.Min(P_peak, I * B_mem)
 I_RIDGE = P_peak / B_mem
 

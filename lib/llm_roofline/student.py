@@ -47,7 +47,8 @@ def write_student_edition(src: Path, dest: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m llm_roofline.student", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m llm_roofline.student",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("src", type=Path, help="folder of chapter notebooks, e.g. notebooks/")
     parser.add_argument("dest", type=Path, help="folder to write the student edition into")
     args = parser.parse_args(argv)
