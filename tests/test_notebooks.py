@@ -32,3 +32,16 @@ def test_notebook_executes_offline_in_a_fresh_kernel(path):
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, f"{path.name} failed:\n{(proc.stdout + proc.stderr)[-5000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_student_edition_executes(path, tmp_path):
+    """Without its solution cells a notebook still runs: nothing later needs a solution's variables."""
+    from llm_roofline.student import write_student_edition
+
+    student = next(p for p in write_student_edition(path.parent, tmp_path) if p.name == path.name)
+    cmd = [*_offline_prefix(), sys.executable, str(RUNNER), str(student)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"},
+                          timeout=600)
+    assert proc.returncode == 0, f"student edition of {path.name} failed:\n{(proc.stdout + proc.stderr)[-5000:]}"
