@@ -44,4 +44,5 @@ def test_student_edition_executes(path, tmp_path):
     cmd = [*_offline_prefix(), sys.executable, str(RUNNER), str(student)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"},
                           timeout=600)
-    assert proc.returncode == 0, f"student edition of {path.name} failed:\n{(proc.stdout + proc.stderr)[-5000:]}"
+    log = (proc.stdout + proc.stderr)[-5000:]
+    assert proc.returncode == 0, f"student edition of {path.name} failed:\n{log}"
