@@ -272,6 +272,14 @@ class ModelConfig:
             return self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim
 
+    def kv_cache_elements(self, context):
+        """Numbers the KV cache holds for one sequence of ``context`` tokens, over all layers.
+
+        ``kv_elements_per_token * context`` for global attention; ``context`` may be a NumPy
+        array (the result broadcasts). The calculator sizes the cache with this method.
+        """
+        return self.kv_elements_per_token * context
+
     def kv_cache_bytes_per_token(self, dtype: str = "bf16") -> float:
         """Bytes of KV cache per token (all layers) stored in ``dtype`` (a ``dtypes`` name)."""
         return float(self.kv_elements_per_token * bytes_per_element(dtype))
