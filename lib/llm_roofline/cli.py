@@ -1,30 +1,40 @@
 """Command line: ``python -m llm_roofline estimate|models|gpus``.
 
-A thin front end: every number comes from ``estimate``, ``models`` and ``hardware``. Bad
-arguments print one line (``llm_roofline: error: ...``) and exit with code 2.
+A thin front end: every number comes from the calculator, ``models`` and ``hardware``; this
+module only parses, chooses what to show and formats it. Bad arguments print one line
+(``llm_roofline: error: ...``) and exit with code 2; a result is never printed with a
+non-finite number, and ``--json`` is strict JSON (no ``NaN``, no ``Infinity``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
-from . import hardware
+import numpy as np
+
+from . import hardware, validate
+from .dtypes import list_dtypes
 from .estimate import estimate, gpus_needed, max_batch
-from .models import ModelConfig, get_model, list_models, model_info
+from .models import SUPPORTED_MODEL_TYPES, ModelConfig, get_model, list_models, model_info
 
 _GIB = 2**30
 
-_EPILOG = """examples:
-  python -m llm_roofline estimate --model llama-3-70b --gpu h100-sxm --dtype fp8 --batch 32
-  python -m llm_roofline estimate --config config.json --gpu h200 --n-gpus 2 --json
-  python -m llm_roofline models
-  python -m llm_roofline gpus
+_EPILOG = """All figures are roofline bounds: with --mbu 1 --mfu 1 no engine can beat them.
+Memory is per GPU, in GiB (2**30 bytes), the unit in which accelerator memory is sized;
+bandwidths are in GB/s (1e9 bytes/s)."""
 
-All figures are roofline bounds (with --mbu 1 --mfu 1 no engine can beat them); memory is
-per GPU, in GiB (2**30 bytes), the unit in which accelerator memory is sized."""
+_ESTIMATE_EXAMPLES = """examples:
+  # Llama-3-70B in FP8 on two H100s, 32 users with 7,680-token prompts
+  python -m llm_roofline estimate --model llama-3-70b --gpu h100 --n-gpus 2 \\
+      --dtype fp8 --batch 32 --prompt 7680 --output 256
+  # a sweep over the batch size, one row per point, as JSON
+  python -m llm_roofline estimate --model llama-3-8b --gpu h100 --batch 1,8,32,128 --json
+  # any Hugging Face model: a config.json, or the folder of a downloaded snapshot
+  python -m llm_roofline estimate --config ./Mistral-7B-v0.1 --gpu a100"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,51 +44,104 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"llm_roofline: error: {message}\n")
 
 
+def _counts(option: str, minimum: int = 1):
+    """An argparse type: one integer, or a comma-separated list of them (a sweep)."""
+
+    def parse(text: str) -> list[int]:
+        parts = [p.strip() for p in text.split(",")]
+        values = []
+        for part in parts:
+            try:
+                number = int(part.replace("_", ""))
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"{option} takes whole numbers separated by commas (e.g. 1,8,32), "
+                    f"got {validate.shorten(text, 40)}"
+                ) from None
+            try:
+                values.append(validate.integer(option, number, minimum=minimum))
+            except ValueError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+        return values
+
+    return parse
+
+
+def _number(option: str):
+    def parse(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{option} takes a number, got {validate.shorten(text, 40)}"
+            ) from None
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m llm_roofline",
         description="LLM VRAM and throughput calculator: memory, TTFT, TPOT and throughput "
         "of a model on an accelerator, as roofline bounds.",
-        epilog=_EPILOG,
+        epilog=_EPILOG + "\n\n" + _ESTIMATE_EXAMPLES.replace("examples:", "example:", 1),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
+    dtypes = ", ".join(list_dtypes())
     est = commands.add_parser(
         "estimate", help="memory, TTFT, TPOT and throughput of one serving configuration",
         description="Estimate memory per GPU, TTFT, TPOT and throughput for BATCH requests of "
-        "PROMPT prompt tokens and OUTPUT generated tokens, served together.",
+        "PROMPT prompt tokens and OUTPUT generated tokens, served together. --batch, "
+        "--prompt, --output and --n-gpus each take one number or a comma-separated list: "
+        "the sweep prints one row per combination.",
+        epilog=_ESTIMATE_EXAMPLES + "\n\n" + _EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = est.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="a built-in model (see the 'models' command)")
+    source.add_argument("--model", help="a built-in model, e.g. llama-3-70b (list: the "
+                        "'models' command)")
     source.add_argument("--config", type=Path, metavar="PATH",
-                        help="a Hugging Face config.json instead of a built-in model")
+                        help="a Hugging Face config.json, or a folder holding one (a downloaded "
+                        f"snapshot); model_type one of: {', '.join(SUPPORTED_MODEL_TYPES)}")
     est.add_argument("--gpu", required=True,
-                     help="accelerator name or alias, e.g. h100-sxm, h200, mi300x ('gpus')")
+                     help="accelerator name or alias, e.g. h100, h200, mi300x, 4090 (list: "
+                     "the 'gpus' command)")
     est.add_argument("--dtype", default="bf16",
-                     help="weight precision: bf16, fp16, fp8, int8, int4 (default: bf16)")
-    est.add_argument("--kv-dtype", default="bf16",
-                     help="KV-cache precision, same choices (default: bf16)")
-    est.add_argument("--batch", type=int, default=1,
-                     help="concurrent requests decoded together (default: 1)")
-    est.add_argument("--prompt", type=int, default=2048,
+                     help=f"weight precision, one of: {dtypes} (default: bf16)")
+    est.add_argument("--kv-dtype", default=None,
+                     help="KV-cache precision, same choices (default: bf16, whatever --dtype "
+                     "is, as engines do)")
+    est.add_argument("--batch", type=_counts("--batch"), default=[1], metavar="N[,N...]",
+                     help="concurrent requests decoded together, users (default: 1)")
+    est.add_argument("--prompt", type=_counts("--prompt"), default=[2048], metavar="N[,N...]",
                      help="prompt tokens per request (default: 2048)")
-    est.add_argument("--output", type=int, default=256,
+    est.add_argument("--output", type=_counts("--output"), default=[256], metavar="N[,N...]",
                      help="generated tokens per request (default: 256)")
-    est.add_argument("--n-gpus", type=int, default=1,
-                     help="tensor-parallel degree; must divide the attention heads, and divide "
-                     "the KV heads or be a multiple of them (default: 1)")
-    est.add_argument("--mbu", type=float, default=1.0,
-                     help="achieved fraction of peak memory bandwidth, (0, 1] (default: 1)")
-    est.add_argument("--mfu", type=float, default=1.0,
-                     help="achieved fraction of dense peak FLOP/s, (0, 1] (default: 1)")
-    est.add_argument("--queue", type=float, default=0.0, metavar="SECONDS",
-                     help="queueing delay added to TTFT (default: 0)")
+    est.add_argument("--n-gpus", type=_counts("--n-gpus"), default=[1], metavar="N[,N...]",
+                     help="tensor-parallel degree, GPUs; must divide the attention heads, and "
+                     "divide the KV heads or be a multiple of them (default: 1)")
+    est.add_argument("--mbu", type=_number("--mbu"), default=1.0,
+                     help="achieved fraction of peak memory bandwidth, 0.001 to 1 (default: 1)")
+    est.add_argument("--mfu", type=_number("--mfu"), default=1.0,
+                     help="achieved fraction of dense peak FLOP/s, 0.001 to 1 (default: 1)")
+    est.add_argument("--queue", type=_number("--queue"), default=0.0, metavar="SECONDS",
+                     help="queueing delay added to TTFT, seconds (default: 0)")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    commands.add_parser("models", help="list the built-in models",
-                        description="List the built-in models with their sizes.")
-    commands.add_parser("gpus", help="list the built-in accelerators",
-                        description="List the built-in accelerators with their dense peaks.")
+    commands.add_parser(
+        "models", help="list the built-in models",
+        description="List the built-in models with their sizes.",
+        epilog="example:\n  python -m llm_roofline models",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands.add_parser(
+        "gpus", help="list the built-in accelerators",
+        description="List the built-in accelerators with their dense peaks and the aliases "
+        "that name them.",
+        epilog="example:\n  python -m llm_roofline gpus",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     return parser
 
 
@@ -94,85 +157,237 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(_estimate(args))
     except ValueError as err:
-        parser.error(str(err).splitlines()[0])
+        parser.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
     return 0
 
 
+# --- formatting ----------------------------------------------------------------------------
+def _time(seconds: float) -> str:
+    """A duration in the unit that reads best: s, ms or us, three significant figures."""
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms" if seconds < 0.1 else f"{seconds * 1e3:.0f} ms"
+    return f"{seconds * 1e6:.3g} us"
+
+
+def _plain(value):
+    """NumPy scalars as Python ones; refuses a non-finite float (it would be a wrong number)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"the calculator produced a non-finite number ({value}): the inputs "
+                         "are outside what it can price")
+    return value
+
+
+def _json(result) -> str:
+    def clean(x):
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        return _plain(x)
+
+    return json.dumps(clean(result), indent=2, allow_nan=False)
+
+
+# --- estimate ------------------------------------------------------------------------------
 def _load_config(path: Path) -> ModelConfig:
+    """A config.json (or a folder holding one) as a ModelConfig named from its own fields."""
+    text = str(path)
+    if not text or text == ".":
+        raise ValueError("--config needs the path of a config.json or of a folder holding one")
+    if path.is_dir():
+        folder, path = path, path / "config.json"
+        if not path.is_file():
+            raise ValueError(f"--config: the folder {validate.shorten(str(folder), 80)} holds "
+                             "no config.json")
     try:
-        config = json.loads(path.read_text())
+        raw = path.read_bytes()
     except OSError as err:
-        raise ValueError(f"--config: cannot read {str(path)!r}: {err.strerror}") from None
+        raise ValueError(f"--config: cannot read {validate.shorten(text, 80)}: "
+                         f"{err.strerror}") from None
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"--config: {validate.shorten(text, 80)} is not a text file "
+                         "(a config.json is UTF-8 JSON)") from None
     except json.JSONDecodeError as err:
-        raise ValueError(f"--config: {str(path)!r} is not valid JSON ({err.msg})") from None
-    return ModelConfig.from_hf_config(config, name=path.stem if path.stem != "config" else None)
+        raise ValueError(f"--config: {validate.shorten(text, 80)} is not valid JSON "
+                         f"({err.msg}, line {err.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"--config: {validate.shorten(text, 80)} is nested too deeply to be "
+                         "a config.json") from None
+    return ModelConfig.from_hf_config(config, name=_config_name(config, path))
+
+
+def _config_name(config, path: Path) -> str | None:
+    """The model's own name: ``_name_or_path``, else its architecture, else the folder's name."""
+    if isinstance(config, dict):
+        own = config.get("_name_or_path")
+        if isinstance(own, str) and own.strip():
+            return own.strip().rstrip("/").split("/")[-1]
+        arch = config.get("architectures")
+        if isinstance(arch, list) and arch and isinstance(arch[0], str):
+            return arch[0]
+    if path.stem != "config":
+        return path.stem
+    return path.resolve().parent.name or None
+
+
+def _points(args):
+    """Every (batch, prompt, output, n_gpus) combination asked for, in order."""
+    return [(b, p, o, n) for n in args.n_gpus for b in args.batch for p in args.prompt
+            for o in args.output]
 
 
 def _estimate(args) -> str:
     cfg = _load_config(args.config) if args.config else get_model(args.model)
-    options = dict(weight_dtype=args.dtype, kv_dtype=args.kv_dtype, n_gpus=args.n_gpus)
-    est = estimate(cfg, args.gpu, args.batch, args.prompt, args.output, mbu=args.mbu,
-                   mfu=args.mfu, queue_s=args.queue, **options)
-    most = max_batch(cfg, args.gpu, args.prompt, args.output, **options)
-    needed = None if est.fits else gpus_needed(
-        cfg, args.gpu, args.batch, args.prompt, args.output,
-        weight_dtype=args.dtype, kv_dtype=args.kv_dtype)
+    chip = hardware.get_accelerator(args.gpu)
+    mbu, mfu = validate.fraction("--mbu", args.mbu), validate.fraction("--mfu", args.mfu)
+    queue = validate.real("--queue", args.queue, minimum=0, unit="seconds")
+    results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in _points(args)]
+    if args.json:
+        return _json(results[0] if len(results) == 1 else results)
+    if len(results) == 1:
+        return _report(results[0])
+    return _sweep_table(results)
+
+
+def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dict:
+    """Everything the CLI shows for one point, as plain numbers (seconds, GiB, tokens/s)."""
+    options = dict(weight_dtype=args.dtype, kv_dtype=args.kv_dtype or "bf16")
+    est = estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
+                   queue_s=queue, **options)
+    most = max_batch(cfg, chip, prompt, output, n_gpus=n_gpus, **options)
     m = est.memory
     result = {
         "model": est.model, "accelerator": est.accelerator, "n_gpus": est.n_gpus,
         "weight_dtype": est.weight_dtype, "kv_dtype": est.kv_dtype,
-        "compute_dtype": est.compute_dtype, "batch": est.batch, "prompt_len": est.prompt_len,
-        "output_len": est.output_len, "mbu": est.mbu, "mfu": est.mfu,
+        "kv_dtype_defaulted": args.kv_dtype is None,
+        "compute_dtype": est.compute_dtype, "batch": batch, "prompt_len": prompt,
+        "output_len": output, "mbu": mbu, "mfu": mfu,
+        "fits": bool(est.fits),
         "memory_gib_per_gpu": {
             "weights": m.weights / _GIB, "kv_cache": m.kv_cache / _GIB,
             "activations": m.activations / _GIB, "reserve": m.reserve / _GIB,
-            "used": m.used / _GIB, "capacity": m.capacity / _GIB,
+            "free": m.free / _GIB, "capacity": m.capacity / _GIB,
         },
-        "fits": est.fits, "max_batch": most, "gpus_needed": needed, "ttft_s": est.ttft_s,
-        "prefill_bound": est.prefill_bound, "tpot_s": est.tpot_s, "decode_bound": est.bound,
-        "throughput_tok_s": est.throughput_tok_s, "time_per_token_s": est.time_per_token_s,
-        "e2e_s": est.e2e_s, "bandwidth_utilisation": est.bandwidth_utilisation,
+        "max_batch": most,
+        "ttft_s": est.ttft_s, "prefill_bound": est.prefill_bound,
+        "tpot_s": est.tpot_s, "decode_bound": est.bound,
+        "throughput_tok_s": est.throughput_tok_s, "e2e_s": est.e2e_s,
+        "bandwidth_utilisation": est.bandwidth_utilisation,
     }
-    if args.json:
-        return json.dumps(result, indent=2)
-    gib = result["memory_gib_per_gpu"]
-    chip = hardware.get_accelerator(args.gpu)
-    if needed:
-        advice = f"  GPUs needed to fit       {needed:>9}  (--n-gpus; tensor parallel)"
-    elif chip.interconnect is None:
-        advice = ("  does not fit on one, and this accelerator has no interconnect for tensor "
-                  "parallelism")
-    else:
-        advice = "  no tensor-parallel degree up to 128 GPUs fits"
-    gpus = f"{est.n_gpus} x {est.accelerator}" if est.n_gpus > 1 else est.accelerator
+    if not est.fits:
+        result["would_fit"] = _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args,
+                                              most)
+    return result
+
+
+def _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args, most) -> dict:
+    """The nearest changes that fit: fewer users, a lower weight precision, more GPUs."""
+    options = dict(weight_dtype=args.dtype, kv_dtype=args.kv_dtype or "bf16")
+    lower = None
+    for dtype in ("fp8", "int4"):
+        if dtype == args.dtype:
+            break
+        if estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, weight_dtype=dtype,
+                    kv_dtype=options["kv_dtype"]).fits:
+            lower = dtype
+            break
+    needed = gpus_needed(cfg, chip, batch, prompt, output, **options)
+    return {"max_batch": most, "weight_dtype": lower, "n_gpus": needed}
+
+
+def _report(r: dict) -> str:
+    gib = r["memory_gib_per_gpu"]
+    gpus = f"{r['n_gpus']} x {r['accelerator']}" if r["n_gpus"] > 1 else r["accelerator"]
+    kv_note = " (the default; --kv-dtype to change)" if r["kv_dtype_defaulted"] else ""
+    users = "1 user" if r["batch"] == 1 else f"{r['batch']:,} users"
     lines = [
-        f"{est.model} on {gpus}: weights {est.weight_dtype}, KV cache {est.kv_dtype}, "
-        f"tensor math {est.compute_dtype}",
-        f"batch {est.batch}, prompt {est.prompt_len} tokens, output {est.output_len} tokens",
+        f"{r['model']} on {gpus}",
+        f"precisions: weights {r['weight_dtype']}, KV cache {r['kv_dtype']}{kv_note}, "
+        f"tensor math {r['compute_dtype']}",
+        f"workload: {users}, prompt {r['prompt_len']:,} tokens, output {r['output_len']:,} "
+        "tokens each",
         "",
-        "memory per GPU                   GiB",
-        f"  weights                 {gib['weights']:10.2f}",
-        f"  KV cache                {gib['kv_cache']:10.2f}",
-        f"  activations             {gib['activations']:10.2f}",
-        f"  runtime reserve         {gib['reserve']:10.2f}",
-        f"  used / capacity         {gib['used']:10.2f} / {gib['capacity']:.1f}  "
-        + ("fits" if est.fits else "DOES NOT FIT"),
-        f"  largest batch that fits {most:10d}",
-        *([] if est.fits else [advice]),
-        "",
-        f"latency and throughput (roofline bound at MBU {est.mbu:g}, MFU {est.mfu:g})",
-        f"  TTFT                    {est.ttft_s * 1e3:10.2f} ms   "
-        f"prefill {est.prefill_bound}-bound",
-        f"  TPOT, each user         {est.tpot_s * 1e3:10.2f} ms   decode {est.bound}-bound, "
-        f"{100 * est.bandwidth_utilisation:.0f} % of peak bandwidth",
-        f"  throughput, all users   {est.throughput_tok_s:10.1f} tokens/s",
-        f"  TPOT / batch            {est.time_per_token_s * 1e3:10.3f} ms   "
-        "(amortised; no user waits this little)",
-        f"  one request end to end  {est.e2e_s:10.2f} s",
     ]
+    used = gib["weights"] + gib["kv_cache"] + gib["activations"]
+    if r["fits"]:
+        lines.append(f"FITS: {used + gib['reserve']:.2f} of {gib['capacity']:.1f} GiB per GPU "
+                     f"with the reserve; up to {r['max_batch']:,} users fit")
+    else:
+        lines.append(f"DOES NOT FIT: it needs {used + gib['reserve']:.2f} GiB per GPU with the "
+                     f"reserve, and a GPU has {gib['capacity']:.1f}")
+        lines += ["what would fit:", *_fit_advice(r)]
+    lines += [
+        "",
+        "memory per GPU                    GiB",
+        f"  weights                  {gib['weights']:10.2f}",
+        f"  KV cache                 {gib['kv_cache']:10.2f}",
+        f"  activations              {gib['activations']:10.2f}",
+        f"  runtime reserve          {gib['reserve']:10.2f}",
+        f"  free                     {gib['free']:10.2f}" + ("" if r["fits"] else "  (short)"),
+        f"  capacity                 {gib['capacity']:10.2f}",
+        "",
+    ]
+    bound = f"roofline bounds at MBU {r['mbu']:g}, MFU {r['mfu']:g}"
+    lines.append(f"latency and throughput ({bound})" if r["fits"] else
+                 f"latency and throughput IF IT FIT ({bound})")
+    prefill_what = "the prefill of the one prompt" if r["batch"] == 1 else (
+        f"the {r['batch']:,} prompts prefilled together in one pass")
+    lines += [
+        f"  TTFT                     {_time(r['ttft_s']):>10}   {prefill_what}, "
+        f"{r['prefill_bound']}-bound",
+        f"  TPOT, each user          {_time(r['tpot_s']):>10}   one decode step, "
+        f"{r['decode_bound']}-bound, {100 * r['bandwidth_utilisation']:.0f} % of peak bandwidth",
+        f"  throughput, all users    {r['throughput_tok_s']:10,.1f}   tokens/s",
+    ]
+    if r["batch"] > 1:
+        lines.append(f"  TPOT / batch             {_time(r['tpot_s'] / r['batch']):>10}   "
+                     "amortised over the users; no user waits this little")
+    lines.append(f"  one request, end to end  {_time(r['e2e_s']):>10}")
     return "\n".join(lines)
 
 
+def _fit_advice(r: dict) -> list[str]:
+    fit = r["would_fit"]
+    advice = []
+    if fit["max_batch"] >= 1:
+        users = "1 user" if fit["max_batch"] == 1 else f"{fit['max_batch']:,} users"
+        advice.append(f"  --batch {fit['max_batch']:,} (at most {users} with these lengths)")
+    else:
+        advice.append("  not even one user with these lengths")
+    if fit["weight_dtype"]:
+        advice.append(f"  --dtype {fit['weight_dtype']} (a lower weight precision)")
+    if fit["n_gpus"]:
+        advice.append(f"  --n-gpus {fit['n_gpus']} (tensor parallel)")
+    elif r["n_gpus"] == 1:
+        advice.append("  more GPUs: none; this accelerator has no interconnect in the data, or "
+                      "no tensor-parallel degree up to 128 fits")
+    return advice
+
+
+def _sweep_table(results: list[dict]) -> str:
+    head = (f"{'batch':>7} {'prompt':>7} {'output':>7} {'GPUs':>4}  {'fits':<4} {'free GiB':>9} "
+            f"{'TTFT':>9} {'TPOT':>9} {'tokens/s':>10}  decode")
+    lines = [f"{results[0]['model']} on {results[0]['accelerator']}: weights "
+             f"{results[0]['weight_dtype']}, KV cache {results[0]['kv_dtype']}, tensor math "
+             f"{results[0]['compute_dtype']} (roofline bounds; times if it fit where it does "
+             "not)", head]
+    for r in results:
+        lines.append(
+            f"{r['batch']:7,} {r['prompt_len']:7,} {r['output_len']:7,} {r['n_gpus']:4}  "
+            f"{'yes' if r['fits'] else 'NO':<4} {r['memory_gib_per_gpu']['free']:9.2f} "
+            f"{_time(r['ttft_s']):>9} {_time(r['tpot_s']):>9} {r['throughput_tok_s']:10,.1f}  "
+            f"{r['decode_bound']}"
+        )
+    return "\n".join(lines)
+
+
+# --- listings ------------------------------------------------------------------------------
 def _models_table() -> str:
     lines = [f"{'model':14s} {'params':>9s} {'active':>9s} {'layers':>6s} {'heads':>5s} "
              f"{'kv':>4s} {'head_dim':>8s} {'KV/token':>9s} {'context':>8s}  Hugging Face repo"]
@@ -201,6 +416,7 @@ def _gpus_table() -> str:
             f"{name:26s} {chip.memory_bytes / _GIB:5.0f}GiB {chip.bandwidth / 1e9:6.0f}GB/s "
             f"{chip.peak('bf16') / 1e12:6.1f} TF {fp8} {chip.ridge('bf16'):10.1f}  {link}"
         )
+        lines.append(f"{'':26s} also: {', '.join(hardware.aliases(name))}")
     lines.append("memory in GiB (2**30 bytes), bandwidth in GB/s (1e9 bytes/s); peaks: dense "
                  "tensor math (no sparsity), TFLOP/s; ridge in FLOPs per byte")
     lines.append("'H100' is the H100 SXM; the slower H100 PCIe card is not built in")

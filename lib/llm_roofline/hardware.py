@@ -137,6 +137,16 @@ def list_accelerators() -> list[str]:
     return [chip.name for chip in _catalogue()[0]]
 
 
+def aliases(name: str | Accelerator) -> list[str]:
+    """The other names that ``get_accelerator`` accepts for this chip, as the data lists them."""
+    chip = get_accelerator(name)
+    text = resources.files("llm_roofline").joinpath("data/accelerators.json").read_text()
+    for record in json.loads(text)["accelerators"]:
+        if record["name"] == chip.name:
+            return list(record["aliases"])
+    return []
+
+
 def get_accelerator(name: str | Accelerator) -> Accelerator:
     """Look an accelerator up by name or alias, forgiving case and punctuation.
 
