@@ -38,8 +38,10 @@ def fmt_like(value, text: str) -> str:
     return format(float(value), f"{comma}.{decimals}f")
 
 
-def states(value, text: str) -> str:
-    """Assert that ``value``, rounded as ``text`` is written, reads ``text``; return ``text``.
+def states(value, text: str) -> None:
+    """Assert that ``value``, rounded as ``text`` is written, reads ``text``.
+
+    Returns nothing, so a cell that ends with it displays nothing extra.
 
     ``states(295.35, "295.3")`` passes (printed to one decimal, 295.35 reads 295.3 or 295.4
     depending on its binary value: pass the value the page computes, not a retyped one);
@@ -52,4 +54,3 @@ def states(value, text: str) -> str:
             f"the prose says {text!r} but the cell computes {printed} ({value!r}): "
             "rewrite the prose to what the library now says"
         )
-    return text
