@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
+from . import formulas
 from .dtypes import bytes_per_element
 
 # Hugging Face ``model_type`` values whose config.json this module reads exactly.
@@ -166,53 +167,21 @@ class ModelConfig:
         """Layers whose MLP is a mixture of experts (0 for a dense model)."""
         return self.n_layers - self.first_dense_layers if self.is_moe else 0
 
-    # ---- parameter counts -------------------------------------------------------------------
-
-    def _attention_params_by_op(self) -> dict[str, int]:
-        """One layer's attention parameters by the operation that uses them (``formulas`` names)."""
-        d, h = self.hidden_size, self.n_heads
-        if self.is_mla:
-            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            return {
-                "q_a_proj": d * self.q_lora_rank,  # d -> q_lora_rank -> RMSNorm -> h * qk
-                "q_a_norm": self.q_lora_rank,
-                "q_b_proj": (self.q_lora_rank or d) * h * qk,
-                "kv_a_proj": d * (self.kv_lora_rank + self.qk_rope_head_dim),  # latent, rope key
-                "kv_a_norm": self.kv_lora_rank,  # RMSNorm on the latent
-                "kv_b_proj": self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim),
-                "o_proj": h * self.v_head_dim * d,
-            }
-        q, kv = h * self.head_dim, self.n_kv_heads * self.head_dim
-        inputs = d + (1 if self.qkv_bias else 0)  # a bias is one more input column
-        return {"q_proj": inputs * q, "k_proj": inputs * kv, "v_proj": inputs * kv,
-                "o_proj": q * d}
+    # ---- parameter counts: valued from formulas.param_expressions, the one source ---------
 
     def attention_params(self) -> int:
-        """Parameters of one layer's attention block (projections, biases, MLA's norms)."""
-        return sum(self._attention_params_by_op().values())
-
-    def mlp_params(self, width: int) -> int:
-        """Parameters of one MLP (or one expert) of the given intermediate width."""
-        return (3 if self.gated_mlp else 2) * self.hidden_size * width
+        """Parameters of one layer's attention block (projections, biases, MLA's and QK norms)."""
+        return formulas.param_counts(self)["attention"] // self.n_layers
 
     def param_counts(self) -> dict[str, int]:
         """Parameters by component; they sum to ``n_params``.
 
         Keys: ``embedding``, ``attention``, ``mlp`` (dense MLP layers), ``router``,
         ``shared_experts``, ``routed_experts``, ``norms``, ``lm_head`` (0 when tied).
+        Valued from :func:`llm_roofline.formulas.param_expressions`, the expressions whose
+        weight bytes the calculator counts.
         """
-        d = self.hidden_size
-        moe, expert = self.n_moe_layers, self.mlp_params(self.moe_intermediate_size)
-        return {
-            "embedding": self.vocab_size * d,
-            "attention": self.n_layers * self.attention_params(),
-            "mlp": (self.n_layers - moe) * self.mlp_params(self.intermediate_size),
-            "router": moe * d * self.n_routed_experts,
-            "shared_experts": moe * self.n_shared_experts * expert,
-            "routed_experts": moe * self.n_routed_experts * expert,
-            "norms": (2 * self.n_layers + 1) * d,
-            "lm_head": 0 if self.tie_embeddings else self.vocab_size * d,
-        }
+        return formulas.param_counts(self)
 
     def params_by_op(self) -> dict[str, int]:
         """Parameters by the operation that uses them, over all layers; they sum to ``n_params``.
@@ -222,22 +191,7 @@ class ModelConfig:
         MLPs and all experts, ``lm_head``), so that a per-op rule, such as which ops tensor
         parallelism replicates, applies to the weights as it does to the FLOPs and bytes.
         """
-        d, layers = self.hidden_size, self.n_layers
-        counts = self.param_counts()
-        mlp = counts["mlp"] + counts["shared_experts"] + counts["routed_experts"]
-        per_matrix = mlp // (3 if self.gated_mlp else 2)  # gate, up, down: d x width each
-        return {
-            "embed": counts["embedding"],
-            "attn_norm": layers * d,
-            **{op: layers * n for op, n in self._attention_params_by_op().items()},
-            "mlp_norm": layers * d,
-            **({"router": counts["router"]} if self.is_moe else {}),
-            "gate_proj": per_matrix if self.gated_mlp else 0,
-            "up_proj": per_matrix,
-            "down_proj": per_matrix,
-            "final_norm": d,
-            "lm_head": counts["lm_head"],
-        }
+        return formulas.params_by_op(self)
 
     @property
     def n_params(self) -> int:
