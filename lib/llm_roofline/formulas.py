@@ -86,7 +86,8 @@ n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab = sp.symbols(
 n_local = sp.symbols("n_local", nonnegative=True, integer=True)
 window = sp.symbols("W", positive=True, integer=True)
 # workload
-B, n_new, n_past = sp.symbols("B n_new n_past", positive=True, integer=True)
+B, n_new = sp.symbols("B n_new", positive=True, integer=True)
+n_past = sp.symbols("n_past", nonnegative=True, integer=True)  # 0 in a prefill
 L, L_ctx = sp.symbols("L L_ctx", positive=True, integer=True)
 _N_NEW, _N_PAST = n_new, n_past  # op_costs's arguments share these names
 # the article's aggregate parameter count
