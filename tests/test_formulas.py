@@ -3,6 +3,7 @@
 import dataclasses
 import itertools
 
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -178,6 +179,8 @@ def test_gated_and_bias_variants():
         ({"batch": 1, "n_new": 1, "n_past": -1}, "n_past"),
         ({"batch": True, "n_new": 1}, "batch"),
         ({"batch": 1, "n_new": 2.0}, "n_new"),
+        ({"batch": 2**63, "n_new": 1}, "batch"),
+        ({"batch": 1 + 0j, "n_new": 1}, "batch"),
         ({"batch": 1, "n_new": 500, "n_past": 13}, "max_context"),
         ({"batch": 1, "n_new": 1, "weight_dtype": "fp12"}, "weight_dtype"),
         ({"batch": 1, "n_new": 1, "kv_dtype": "fp12"}, "kv_dtype"),
@@ -187,6 +190,10 @@ def test_gated_and_bias_variants():
 def test_op_costs_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         F.op_costs(CFG, **kwargs)
+
+
+def test_op_costs_takes_numpy_integers():
+    assert F.op_costs(CFG, np.int64(2), np.int32(3), np.uint8(4)) == F.op_costs(CFG, 2, 3, 4)
 
 
 # --- one source: parameters and the weight bytes of every op ------------------------------------

@@ -28,6 +28,7 @@ FLOPs
     * Softmax: 6 per score (scale by ``1/sqrt(head_dim)``, max, subtract, exp, sum, divide).
     * SwiGLU: 5 per element of the intermediate (SiLU ``x/(1+exp(-x))`` as 4: negate, exp,
       add, divide; times ``up`` as 1). A plain MLP activation (``gated_mlp=False``): 4.
+      GeGLU (Gemma): 10, the tanh-approximated GELU as 9 (:data:`ACTIVATION_FLOPS`).
     * Embedding lookup, KV-cache reads and writes: 0.
 Bytes
     * Nothing is fused: every operation reads its inputs from memory and writes its output.
@@ -50,6 +51,13 @@ Attention
     ``causal=False`` counts the whole ``n_new x S`` score block, as a kernel that computes
     everything and then masks. The scores and probabilities are materialised (unfused), at
     ``act_dtype``, for exactly the pairs counted. The two agree for a decode step.
+    Sliding-window layers (``n_local`` of the ``n_layers``, window ``W``): query ``i`` sees
+    ``min(n_past + i + 1, W)`` keys (causal), the pass reads ``min(S, n_new + W - 1)`` cached
+    keys and values (all its queries' windows), and the cache holds at most ``W`` tokens
+    (:func:`attention_pairs_expr`, :func:`keys_read_expr`).
+Parameters
+    Each op's weights are counted once, in :func:`param_expressions`; the ops read them from
+    there (``weight bytes = parameters x b_w``) and ``ModelConfig`` counts them from there.
 The LM head runs on every new token (prefill returns logits for all ``L`` positions).
 
 What "counted equals analytic" checks
@@ -64,8 +72,11 @@ What "counted equals analytic" checks
     the counts to the machine.
 
 The dense decoder is written first (multi-head, grouped-query and multi-query attention;
-gated or plain MLP; optional q, k, v biases); mixture of experts and multi-head latent
-attention follow in their own section at the end of this module.
+gated or plain MLP; optional q, k, v biases; sliding-window layers; Gemma's norms after the
+attention and the MLP, ``post_attn_norm`` and ``post_mlp_norm``, and Gemma 3's per-head
+``q_norm`` and ``k_norm``); mixture of experts and multi-head latent attention follow in their
+own section at the end of this module. Not counted for Gemma (no weights, no cache, a few
+FLOPs per element): the embedding's scaling by ``sqrt(d_model)`` and Gemma 2's soft-capping.
 """
 
 from __future__ import annotations
@@ -75,6 +86,7 @@ from functools import cache
 
 import sympy as sp
 
+from . import validate
 from .dtypes import bytes_per_element
 
 # --- symbols ---------------------------------------------------------------------------
@@ -497,9 +509,8 @@ def _bytes_per_element(name: str, field: str) -> sp.Rational:
 
 
 def _positive_int(value, field: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
-    return value
+    """A Python or NumPy integer ``>= minimum``, as an ``int`` (``validate.integer``)."""
+    return validate.integer(field, value, minimum=minimum)
 
 
 def op_costs(
@@ -520,13 +531,13 @@ def op_costs(
     ``kv_dtype`` and ``act_dtype`` default to ``weight_dtype``. Counting conventions: see the
     module docstring. Bytes of packed sub-byte types are rounded up to whole bytes per operation.
 
-    The operations are :data:`OPS` for a dense model, :func:`ops_for` in general: the
+    ``batch``, ``n_new`` and ``n_past`` are Python or NumPy integers. The operations are
+    :data:`OPS` for a Llama-style model, :func:`ops_for` in general: the
     :func:`expressions_for` ``cfg`` (latent attention in its absorbed form for a decode step,
     ``n_new == 1``, naive otherwise) valued with :func:`model_values` and the workload.
     """
-    _positive_int(batch, "batch")
-    _positive_int(n_new, "n_new")
-    _positive_int(n_past, "n_past", minimum=0)
+    batch, n_new = _positive_int(batch, "batch"), _positive_int(n_new, "n_new")
+    n_past = _positive_int(n_past, "n_past", minimum=0)
     if n_past + n_new > cfg.max_context:
         raise ValueError(
             f"n_past + n_new = {n_past + n_new} exceeds max_context = {cfg.max_context} "

@@ -6,6 +6,11 @@ not Hugging Face's; ``ModelConfig.from_hf_config`` translates a ``config.json``.
 Built-in models are the real ``config.json`` files of their Hugging Face repositories, stored
 unchanged under ``data/models/<name>.json``; ``data/models/_index.json`` names each one's
 repository and its published parameter count (with a source), which the tests compare against.
+:func:`load_config` reads any other ``config.json`` (a file, or a downloaded snapshot folder).
+
+Parameter counts are not written here: ``param_counts`` and ``params_by_op`` value
+:func:`llm_roofline.formulas.param_expressions`, the same expressions whose weight bytes the
+calculator counts.
 """
 
 from __future__ import annotations
