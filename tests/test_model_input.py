@@ -213,6 +213,10 @@ def test_bad_paths_and_files_are_named(tmp_path):
     _write(tmp_path / "strings.json", _llama(hidden_size="4096"))
     _load_refused(tmp_path / "strings.json", "strings.json", "config.json hidden_size", "'4096'")
     _load_refused(5, "file or folder")
+    _load_refused(str(tmp_path / "a\x00b.json"), "not a valid path")
+    with open(tmp_path / "huge.json", "wb") as f:  # sparse: no disk written
+        f.truncate(lr.models.MAX_CONFIG_BYTES + 1)
+    _load_refused(tmp_path / "huge.json", "huge.json", "too large")
     deep = tmp_path / ("d" * 150)
     deep.mkdir()
     _load_refused(deep / "x.json", "no such file", "/x.json")  # a long path keeps its end

@@ -82,7 +82,7 @@ FLOPs per element): the embedding's scaling by ``sqrt(d_model)`` and Gemma 2's s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import sympy as sp
 
@@ -815,7 +815,7 @@ def _param_flags(cfg) -> tuple:
                                 "qk_norm"))
 
 
-@cache
+@lru_cache(maxsize=512)
 def _valued_params(cfg) -> dict[str, dict[str, int]]:
     values = model_values(cfg)
     table = _param_table(*_param_flags(cfg))

@@ -548,20 +548,22 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
         raise ValueError("config path is empty: give a config.json file or a folder holding one")
     file = Path(text_path)
     shown = _shown(file)
+    if "\x00" in text_path:
+        raise ValueError(f"config: {shown} is not a valid path (it holds a NUL character)")
     if file.is_dir():
         file = file / "config.json"
         if not file.is_file():
             raise ValueError(f"config: the folder {shown} holds no config.json")
     try:
         size = file.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise ValueError(f"config: {shown} is {size:,} bytes, too large for a config.json "
-                             f"(at most {MAX_CONFIG_BYTES:,})")
-        raw = file.read_bytes()
+        raw = file.read_bytes() if size <= MAX_CONFIG_BYTES else b""
     except FileNotFoundError:
         raise ValueError(f"config: no such file {shown}") from None
     except OSError as err:
         raise ValueError(f"config: cannot read {shown}: {err.strerror or err}") from None
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(f"config: {shown} is {size:,} bytes, too large for a config.json "
+                         f"(at most {MAX_CONFIG_BYTES:,})")
     if not raw.strip():
         raise ValueError(f"config: {shown} is empty")
     try:
