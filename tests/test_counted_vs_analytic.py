@@ -101,12 +101,12 @@ def test_the_articles_identities_counted(name, batch):
             assert attn == 4 * N * H * dh * L_ctx * batch
             # I_KV = n_heads / n_kv_heads at 2 bytes per element; here 4 bytes: half of it
             assert Fraction(attn, c["kv_read"].bytes_read) == Fraction(H, 2 * G)
-            symbolic = F.decode_step(F.attention_flops_expr()).subs(
+            symbolic = F.at_decode(F.attention_flops_expr()).subs(
                 {F.n_layers: N, F.n_heads: H, F.head_dim: dh, F.L_ctx: L_ctx, F.B: batch})
             assert attn == symbolic
         else:  # causal prefill: L(L+1)/2 pairs per head, about half of the L x L block
             assert attn == 2 * N * H * dh * batch * L * (L + 1)
-            symbolic = F.prefill(F.attention_flops_expr(causal=True)).subs(
+            symbolic = F.at_prefill(F.attention_flops_expr(causal=True)).subs(
                 {F.n_layers: N, F.n_heads: H, F.head_dim: dh, F.L: L, F.B: batch})
             assert attn == symbolic
 

@@ -3,12 +3,13 @@
 import dataclasses
 import itertools
 
+import numpy as np
 import pytest
 import sympy as sp
 
 from llm_roofline import formulas as F
 from llm_roofline.hardware import get_accelerator
-from llm_roofline.models import ModelConfig, get_model
+from llm_roofline.models import ModelConfig, get_model, list_models
 
 CFG = ModelConfig("t", vocab_size=1000, hidden_size=64, intermediate_size=160, n_layers=3,
                   n_heads=8, n_kv_heads=2, head_dim=8, max_context=512)
@@ -60,11 +61,11 @@ def test_kv_read_and_attention_flops_are_the_articles_formulas():
     assert sp.expand(F.kv_read_bytes_expr() - article) == 0
     article = 4 * F.n_layers * F.n_heads * F.head_dim * F.L_ctx * F.B
     for causal in (True, False):
-        assert sp.expand(F.decode_step(F.attention_flops_expr(causal)) - article) == 0
+        assert sp.expand(F.at_decode(F.attention_flops_expr(causal)) - article) == 0
 
 
 def test_causal_prefill_does_about_half_the_attention_flops():
-    causal, full = (F.prefill(F.attention_flops_expr(c)) for c in (True, False))
+    causal, full = (F.at_prefill(F.attention_flops_expr(c)) for c in (True, False))
     assert sp.expand(full - 4 * F.n_layers * F.n_heads * F.head_dim * F.B * F.L**2) == 0
     assert sp.expand(causal - 2 * F.n_layers * F.n_heads * F.head_dim * F.B * F.L * (F.L + 1)) == 0
     assert sp.limit(causal / full, F.L, sp.oo) == sp.Rational(1, 2)
@@ -178,6 +179,8 @@ def test_gated_and_bias_variants():
         ({"batch": 1, "n_new": 1, "n_past": -1}, "n_past"),
         ({"batch": True, "n_new": 1}, "batch"),
         ({"batch": 1, "n_new": 2.0}, "n_new"),
+        ({"batch": 2**63, "n_new": 1}, "batch"),
+        ({"batch": 1 + 0j, "n_new": 1}, "batch"),
         ({"batch": 1, "n_new": 500, "n_past": 13}, "max_context"),
         ({"batch": 1, "n_new": 1, "weight_dtype": "fp12"}, "weight_dtype"),
         ({"batch": 1, "n_new": 1, "kv_dtype": "fp12"}, "kv_dtype"),
@@ -187,3 +190,92 @@ def test_gated_and_bias_variants():
 def test_op_costs_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         F.op_costs(CFG, **kwargs)
+
+
+def test_op_costs_takes_numpy_integers():
+    assert F.op_costs(CFG, np.int64(2), np.int32(3), np.uint8(4)) == F.op_costs(CFG, 2, 3, 4)
+
+
+# --- one source: parameters and the weight bytes of every op ------------------------------------
+@pytest.mark.parametrize("name", list_models())
+def test_each_ops_weight_traffic_is_its_parameter_count(name):
+    """At one token, each op reads each of its parameters once, exactly; the exceptions are
+    spelled out by hand: the embedding gathers one row, an MoE pass reads its k routed experts
+    and the shared ones, and a tied head still reads the (embedding's) matrix."""
+    cfg = get_model(name)
+    params = cfg.params_by_op()
+    d = cfg.hidden_size
+    elements = F.op_elements(cfg, 1, 1, 0, absorbed=True)
+    assert set(params) <= set(elements) and tuple(elements) == F.ops_for(cfg)
+    for op, (_, weights, _, _) in elements.items():
+        expected = params.get(op, 0)
+        if op == "embed":
+            expected = d
+        elif op == "lm_head":
+            expected = cfg.vocab_size * d
+        elif cfg.is_moe and op in ("gate_proj", "up_proj", "down_proj"):
+            dense = cfg.first_dense_layers * d * cfg.intermediate_size
+            used = cfg.n_experts_per_token + cfg.n_shared_experts
+            expected = dense + cfg.n_moe_layers * used * d * cfg.moe_intermediate_size
+        assert weights == expected, op
+
+
+def _weight_elements(c32, c16):
+    """Elements of weights an op reads: its bytes at fp32 weights less those at bf16, halved."""
+    return {op: (c32[op].bytes_read - c16[op].bytes_read) // 2 for op in c32}
+
+
+def test_moe_and_latent_attention_ops_by_hand():
+    """DeepSeek-V3, one decode step at context 4,096, batch 1 (absorbed MLA), exact integers."""
+    cfg = get_model("deepseek-v3")
+    bf16 = F.op_costs(cfg, 1, 1, 4095, weight_dtype="bf16")
+    fp32 = F.op_costs(cfg, 1, 1, 4095, weight_dtype="fp32", kv_dtype="bf16", act_dtype="bf16")
+    weights = _weight_elements(fp32, bf16)
+    # the router: a 7,168 x 256 matrix in each of the 58 MoE layers, read once
+    assert weights["router"] == 58 * 7168 * 256
+    assert bf16["router"] == F.Cost(58 * 2 * 7168 * 256, 58 * (7168 * 256 + 7168) * 2, 58 * 256 * 2)
+    # kv_b_proj: 512 -> 128 heads x (128 nope + 128 value) in each of the 61 layers
+    assert weights["kv_b_proj"] == 61 * 512 * 128 * 256
+    # absorbed: the query's nope part (128 x 128) and the latent output (128 x 512) go through it
+    assert bf16["kv_b_proj"] == F.Cost(
+        61 * 2 * 128 * 512 * 256,
+        61 * (512 * 128 * 256 + 128 * (128 + 512)) * 2,
+        61 * 128 * (512 + 128) * 2,
+    )
+    # the experts: 3 dense layers of 18,432, then 8 routed + 1 shared expert of 2,048 each
+    for op in ("gate_proj", "up_proj", "down_proj"):
+        assert weights[op] == 3 * 7168 * 18432 + 58 * 9 * 7168 * 2048
+    assert sum(weights.values()) == 37_552_282_624 - 129_280 * 7168 + 7168  # active - table + row
+    # naive form (prefill of 16 tokens): kv_b_proj up-projects all 16 latents, same weights
+    naive = F.op_costs(cfg, 1, 16, 0)
+    assert naive["kv_b_proj"] == F.Cost(
+        61 * 2 * 16 * 512 * 128 * 256, 61 * 512 * 128 * 256 * 2, 61 * 16 * 128 * 256 * 2)
+
+
+def test_mixtral_router_and_experts_by_hand():
+    cfg = get_model("mixtral-8x7b")
+    bf16 = F.op_costs(cfg, 1, 1, 99)
+    fp32 = F.op_costs(cfg, 1, 1, 99, weight_dtype="fp32", kv_dtype="bf16", act_dtype="bf16")
+    weights = _weight_elements(fp32, bf16)
+    assert weights["router"] == 32 * 4096 * 8
+    assert weights["up_proj"] == 32 * 2 * 4096 * 14336  # top-2 of 8 experts
+    # a batch of 64 tokens touches on average 8 x (1 - (3/4)**64) experts per layer
+    many = F.op_elements(cfg, 64, 1, 99)["up_proj"][1]
+    assert many == pytest.approx(32 * 8 * (1 - 0.75**64) * 4096 * 14336, rel=1e-12)
+
+
+def test_param_counts_are_the_same_table_by_component():
+    for name in list_models():
+        cfg = get_model(name)
+        assert sum(cfg.param_counts().values()) == sum(cfg.params_by_op().values()) == cfg.n_params
+        assert tuple(cfg.param_counts()) == F.PARAM_COMPONENTS
+
+
+def test_norm_parameters_by_hand():
+    # Llama-3-8B: two norms of 4,096 per layer (32 layers) and the final norm
+    assert get_model("llama-3-8b").param_counts()["norms"] == (2 * 32 + 1) * 4096
+    # DeepSeek-V3: the same over 61 layers; MLA's q_a_norm (1,536) and kv_a_norm (512) are
+    # the attention block's
+    ds = get_model("deepseek-v3").params_by_op()
+    assert (ds["attn_norm"], ds["mlp_norm"], ds["final_norm"]) == (61 * 7168, 61 * 7168, 7168)
+    assert (ds["q_a_norm"], ds["kv_a_norm"]) == (61 * 1536, 61 * 512)

@@ -28,6 +28,7 @@ FLOPs
     * Softmax: 6 per score (scale by ``1/sqrt(head_dim)``, max, subtract, exp, sum, divide).
     * SwiGLU: 5 per element of the intermediate (SiLU ``x/(1+exp(-x))`` as 4: negate, exp,
       add, divide; times ``up`` as 1). A plain MLP activation (``gated_mlp=False``): 4.
+      GeGLU (Gemma): 10, the tanh-approximated GELU as 9 (:data:`ACTIVATION_FLOPS`).
     * Embedding lookup, KV-cache reads and writes: 0.
 Bytes
     * Nothing is fused: every operation reads its inputs from memory and writes its output.
@@ -50,6 +51,13 @@ Attention
     ``causal=False`` counts the whole ``n_new x S`` score block, as a kernel that computes
     everything and then masks. The scores and probabilities are materialised (unfused), at
     ``act_dtype``, for exactly the pairs counted. The two agree for a decode step.
+    Sliding-window layers (``n_local`` of the ``n_layers``, window ``W``): query ``i`` sees
+    ``min(n_past + i + 1, W)`` keys (causal), the pass reads ``min(S, n_new + W - 1)`` cached
+    keys and values (all its queries' windows), and the cache holds at most ``W`` tokens
+    (:func:`attention_pairs_expr`, :func:`keys_read_expr`).
+Parameters
+    Each op's weights are counted once, in :func:`param_expressions`; the ops read them from
+    there (``weight bytes = parameters x b_w``) and ``ModelConfig`` counts them from there.
 The LM head runs on every new token (prefill returns logits for all ``L`` positions).
 
 What "counted equals analytic" checks
@@ -64,17 +72,21 @@ What "counted equals analytic" checks
     the counts to the machine.
 
 The dense decoder is written first (multi-head, grouped-query and multi-query attention;
-gated or plain MLP; optional q, k, v biases); mixture of experts and multi-head latent
-attention follow in their own section at the end of this module.
+gated or plain MLP; optional q, k, v biases; sliding-window layers; Gemma's norms after the
+attention and the MLP, ``post_attn_norm`` and ``post_mlp_norm``, and Gemma 3's per-head
+``q_norm`` and ``k_norm``); mixture of experts and multi-head latent attention follow in their
+own section at the end of this module. Not counted for Gemma (no weights, no cache, a few
+FLOPs per element): the embedding's scaling by ``sqrt(d_model)`` and Gemma 2's soft-capping.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import sympy as sp
 
+from . import validate
 from .dtypes import bytes_per_element
 
 # --- symbols ---------------------------------------------------------------------------
@@ -82,8 +94,12 @@ from .dtypes import bytes_per_element
 n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab = sp.symbols(
     "n_layers d_model d_ff n_heads n_kv_heads d_head V", positive=True, integer=True
 )
+# sliding-window attention: n_local of the n_layers layers attend to the last W keys only
+n_local = sp.symbols("n_local", nonnegative=True, integer=True)
+window = sp.symbols("W", positive=True, integer=True)
 # workload
-B, n_new, n_past = sp.symbols("B n_new n_past", positive=True, integer=True)
+B, n_new = sp.symbols("B n_new", positive=True, integer=True)
+n_past = sp.symbols("n_past", nonnegative=True, integer=True)  # 0 in a prefill
 L, L_ctx = sp.symbols("L L_ctx", positive=True, integer=True)
 _N_NEW, _N_PAST = n_new, n_past  # op_costs's arguments share these names
 # the article's aggregate parameter count
@@ -173,16 +189,162 @@ def total(costs) -> Cost:
 
 
 # --- the symbolic source -----------------------------------------------------------------
-def attention_pairs_expr(causal: bool = True) -> sp.Expr:
+def attention_pairs_expr(causal: bool = True, windowed: bool = False) -> sp.Expr:
     """(query, key) pairs scored per sequence and head in one pass.
 
     Causal: new token ``i`` (0-based) sees ``n_past + i + 1`` keys, a sum of
     ``n_new*n_past + n_new*(n_new+1)/2``. Not causal: the whole ``n_new x (n_past+n_new)`` block.
+
+    ``windowed``: a sliding-window layer, where each query sees at most the last ``W`` keys
+    (itself included). Causal: token ``i`` sees ``min(n_past + i + 1, W)`` keys; the sum is
+    ``(c*(c+1) - n_past*(n_past+1))/2 + (n_past + n_new - c)*W`` with
+    ``c = min(max(W, n_past), n_past + n_new)`` (the last position whose keys all fit in the
+    window). Not causal: the ``n_new x min(S, n_new + W - 1)`` block of the keys the pass
+    holds (:func:`keys_read_expr`).
     """
+    if windowed:
+        if causal:
+            c = sp.Min(sp.Max(window, n_past), n_past + n_new)
+            return (c * (c + 1) - n_past * (n_past + 1)) / 2 + (n_past + n_new - c) * window
+        return n_new * keys_read_expr(windowed=True)
     if causal:
         i = sp.symbols("i", integer=True, nonnegative=True)
         return sp.expand(sp.summation(n_past + i + 1, (i, 0, n_new - 1)))
     return n_new * (n_past + n_new)
+
+
+def keys_read_expr(windowed: bool = False) -> sp.Expr:
+    """Keys (and values) a pass reads from the cache per sequence, KV head and layer.
+
+    Global attention: all ``S = n_past + n_new``. A sliding-window layer: the union of the new
+    queries' windows, ``min(S, n_new + W - 1)`` (a decode step: ``min(L_ctx, W)``).
+    """
+    S = n_past + n_new
+    return sp.Min(S, n_new + window - 1) if windowed else S
+
+
+_NORM_OPS = ("attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm", "final_norm")
+ACTIVATION_FLOPS = {"silu": 4, "gelu_tanh": 9}
+"""FLOPs per element of the MLP's activation function (its gate's, in a gated MLP).
+
+SiLU ``x/(1+exp(-x))``: negate, exp, add, divide. Tanh-approximated GELU
+``0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x**3)))``: two multiplies for the cube, then
+multiply, add, multiply, tanh, add, multiply, multiply. A gated MLP (SwiGLU, GeGLU) adds one
+multiply by ``up``."""
+
+
+def _layer_params(gated_mlp: bool, qkv_bias: bool, post_norms: bool, qk_norm: bool) -> dict:
+    """One dense layer's parameters by the operation that uses them (biases with their matrix)."""
+    bias = 1 if qkv_bias else 0  # a bias is one more input column of the matrix
+    q_out, kv_out = n_heads * head_dim, n_kv_heads * head_dim
+    p = {
+        "attn_norm": d_model,
+        "q_proj": (d_model + bias) * q_out,
+        "k_proj": (d_model + bias) * kv_out,
+        "v_proj": (d_model + bias) * kv_out,
+    }
+    if qk_norm:  # one RMSNorm weight of head_dim, shared by all heads
+        p |= {"q_norm": head_dim, "k_norm": head_dim}
+    p["o_proj"] = q_out * d_model
+    if post_norms:
+        p["post_attn_norm"] = d_model
+    p |= {
+        "mlp_norm": d_model,
+        "gate_proj": d_model * d_ff if gated_mlp else sp.Integer(0),
+        "up_proj": d_model * d_ff,
+        "down_proj": d_ff * d_model,
+    }
+    if post_norms:
+        p["post_mlp_norm"] = d_model
+    return p
+
+
+def _mla_layer_params(q_lora: bool) -> dict:
+    """One layer's latent-attention parameters by op (see the MLA section below)."""
+    H = n_heads
+    return {
+        "q_a_proj": d_model * q_rank if q_lora else sp.Integer(0),
+        "q_a_norm": q_rank if q_lora else sp.Integer(0),
+        "q_b_proj": (q_rank if q_lora else d_model) * H * (d_nope + d_rope),
+        "kv_a_proj": d_model * (kv_rank + d_rope),  # the latent and the shared rotary key
+        "kv_a_norm": kv_rank,
+        "kv_b_proj": kv_rank * H * (d_nope + d_v),  # latent -> per-head keys and values
+        "o_proj": H * d_v * d_model,
+    }
+
+
+def _expert_params(gated_mlp: bool) -> dict:
+    """One MoE layer's router and experts by op: ``{op: {component: parameters}}``."""
+    per_matrix = d_model * d_expert
+
+    def experts(present=True):
+        if not present:
+            return {"shared_experts": sp.Integer(0), "routed_experts": sp.Integer(0)}
+        return {"shared_experts": n_shared * per_matrix, "routed_experts": n_experts * per_matrix}
+
+    return {
+        "router": {"router": d_model * n_experts},
+        "gate_proj": experts(gated_mlp),
+        "up_proj": experts(),
+        "down_proj": experts(),
+    }
+
+
+def param_expressions(
+    *, gated_mlp: bool = True, qkv_bias: bool = False, moe: bool = False, mla: bool = False,
+    q_lora: bool = True, post_norms: bool = False, qk_norm: bool = False,
+) -> dict[str, dict[str, sp.Expr]]:
+    """Parameters of the whole model, by operation and component: ``{op: {component: expr}}``.
+
+    The one place a parameter is counted: :func:`model_expressions` reads each op's weights
+    from these same expressions (``weight bytes = parameters * b_w``, except that ``embed``
+    gathers only the rows of its tokens and an MoE pass reads only the experts it routes to),
+    and ``ModelConfig.param_counts`` / ``params_by_op`` value them. Components are
+    ``embedding``, ``attention`` (projections, biases, MLA's and QK norms), ``mlp`` (dense
+    MLPs), ``router``, ``shared_experts``, ``routed_experts``, ``norms`` and ``lm_head`` (the
+    untied head; a tied head shares ``embed``'s matrix, see :func:`params_by_op`).
+    Operations without weights are absent.
+    """
+    return {
+        op: dict(parts)
+        for op, parts in _param_table(gated_mlp, qkv_bias, moe, mla, q_lora, post_norms, qk_norm).items()
+    }
+
+
+@cache
+def _param_table(gated_mlp, qkv_bias, moe, mla, q_lora, post_norms, qk_norm):
+    layer = _layer_params(gated_mlp, qkv_bias, post_norms, qk_norm)
+    if mla:
+        layer = _splice(layer, _DENSE_ATTENTION, _mla_layer_params(q_lora))
+    moe_layers = n_layers - n_dense
+    table = {"embed": {"embedding": vocab * d_model}}
+    for op, n in layer.items():
+        if op in _NORM_OPS:
+            table[op] = {"norms": n_layers * n}
+        elif op in _DENSE_MLP:
+            if moe:
+                if op == "gate_proj":
+                    table["router"] = {"router": moe_layers * d_model * n_experts}
+                experts = _expert_params(gated_mlp)[op]
+                table[op] = {"mlp": n_dense * n} | {k: moe_layers * v for k, v in experts.items()}
+            else:
+                table[op] = {"mlp": n_layers * n}
+        else:
+            table[op] = {"attention": n_layers * n}
+    table["final_norm"] = {"norms": d_model}
+    table["lm_head"] = {"lm_head": vocab * d_model}
+    return {op: {k: sp.sympify(v) for k, v in parts.items()} for op, parts in table.items()}
+
+
+def _splice(d: dict, old: tuple, new: dict) -> dict:
+    """``d`` with the keys ``old`` (consecutive) replaced by the items of ``new``."""
+    out = {}
+    for k, v in d.items():
+        if k == old[0]:
+            out.update(new)
+        elif k not in old:
+            out[k] = v
+    return out
 
 
 def op_expressions(
@@ -193,37 +355,60 @@ def op_expressions(
     In the module's symbols: ``B, n_new, n_past`` (workload), ``n_layers, d_model, d_ff,
     n_heads, n_kv_heads, head_dim, vocab`` (model), ``b_w, b_kv, b_act`` (bytes per element).
     Operations a model lacks (``gate_proj`` with ``gated_mlp=False``) are ``(0, 0, 0)``.
+    The dense decoder the book derives from; :func:`model_expressions` adds the variants.
     """
     return dict(_op_expressions(causal, gated_mlp, qkv_bias))
 
 
 @cache
-def _op_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool):
+def _op_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool, windowed: bool = False,
+                    post_norms: bool = False, qk_norm: bool = False, act: str = "silu"):
     T = B * n_new  # new tokens in the pass
-    S = n_past + n_new  # keys and values read per sequence and KV head
-    pairs = B * n_heads * attention_pairs_expr(causal)  # scores per layer
     q_out, kv_out = n_heads * head_dim, n_kv_heads * head_dim
     N = n_layers
+    W = _layer_params(gated_mlp, qkv_bias, post_norms, qk_norm)  # one layer's parameters
     zero = (sp.Integer(0),) * 3
 
-    def linear(d_in, d_out, bias=False):
+    def linear(op, d_in, d_out, bias=False):
         # x [T, d_in] @ W.T [d_in, d_out] (+ b) -> [T, d_out]
         flops = 2 * T * d_in * d_out + (T * d_out if bias else 0)
-        read = (d_out * d_in + (d_out if bias else 0)) * b_w + T * d_in * b_act
-        return flops, read, T * d_out * b_act
+        return flops, W[op] * b_w + T * d_in * b_act, T * d_out * b_act
 
-    def norm():
-        return 4 * T * d_model, T * d_model * b_act + d_model * b_w, T * d_model * b_act
+    def norm(op, width=d_model):  # RMSNorm over rows of `width`, one weight vector per op
+        return 4 * T * width, T * width * b_act + W[op] * b_w, T * width * b_act
 
     def per_layer(e):
         return tuple(N * x for x in e)
 
+    def attention(windowed):  # kv_read, attn_scores, softmax, attn_values of one layer
+        pairs = B * n_heads * attention_pairs_expr(causal, windowed)  # scores per layer
+        return {
+            "kv_read": (0, 2 * B * keys_read_expr(windowed) * kv_out * b_kv, 0),
+            "attn_scores": (2 * head_dim * pairs, T * q_out * b_act, pairs * b_act),
+            "softmax": (6 * pairs, pairs * b_act, pairs * b_act),
+            "attn_values": (2 * head_dim * pairs, pairs * b_act, T * q_out * b_act),
+        }
+
+    if windowed:  # n_local of the n_layers layers attend within the window
+        full, local = attention(False), attention(True)
+        attn = {op: tuple((N - n_local) * g + n_local * w
+                          for g, w in zip(full[op], local[op], strict=True)) for op in full}
+    else:
+        attn = {op: per_layer(e) for op, e in attention(False).items()}
+    act_flops = ACTIVATION_FLOPS[act]
     e = {
-        "embed": (sp.Integer(0), T * d_model * b_w, T * d_model * b_act),
-        "attn_norm": per_layer(norm()),
-        "q_proj": per_layer(linear(d_model, q_out, qkv_bias)),
-        "k_proj": per_layer(linear(d_model, kv_out, qkv_bias)),
-        "v_proj": per_layer(linear(d_model, kv_out, qkv_bias)),
+        "embed": (sp.Integer(0), T * d_model * b_w, T * d_model * b_act),  # gathers T rows
+        "attn_norm": per_layer(norm("attn_norm")),
+        "q_proj": per_layer(linear("q_proj", d_model, q_out, qkv_bias)),
+        "k_proj": per_layer(linear("k_proj", d_model, kv_out, qkv_bias)),
+        "v_proj": per_layer(linear("v_proj", d_model, kv_out, qkv_bias)),
+    }
+    if qk_norm:  # RMSNorm of every head's query and key, over head_dim
+        e["q_norm"] = per_layer(
+            (4 * T * q_out, T * q_out * b_act + W["q_norm"] * b_w, T * q_out * b_act))
+        e["k_norm"] = per_layer(
+            (4 * T * kv_out, T * kv_out * b_act + W["k_norm"] * b_w, T * kv_out * b_act))
+    e |= {
         "rope": per_layer(
             (
                 3 * T * (q_out + kv_out),
@@ -232,33 +417,38 @@ def _op_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool):
             )
         ),
         "kv_write": per_layer((sp.Integer(0), 2 * T * kv_out * b_act, 2 * T * kv_out * b_kv)),
-        "kv_read": per_layer((sp.Integer(0), 2 * B * S * kv_out * b_kv, sp.Integer(0))),
-        "attn_scores": per_layer((2 * head_dim * pairs, T * q_out * b_act, pairs * b_act)),
-        "softmax": per_layer((6 * pairs, pairs * b_act, pairs * b_act)),
-        "attn_values": per_layer((2 * head_dim * pairs, pairs * b_act, T * q_out * b_act)),
-        "o_proj": per_layer(linear(q_out, d_model)),
-        "residual": per_layer((2 * T * d_model, 4 * T * d_model * b_act, 2 * T * d_model * b_act)),
-        "mlp_norm": per_layer(norm()),
-        "gate_proj": per_layer(linear(d_model, d_ff)) if gated_mlp else zero,
-        "up_proj": per_layer(linear(d_model, d_ff)),
-        "mlp_act": per_layer(
-            (5 * T * d_ff, 2 * T * d_ff * b_act, T * d_ff * b_act)
-            if gated_mlp
-            else (4 * T * d_ff, T * d_ff * b_act, T * d_ff * b_act)
-        ),
-        "down_proj": per_layer(linear(d_ff, d_model)),
-        "final_norm": norm(),
-        "lm_head": linear(d_model, vocab),
+        **attn,
+        "o_proj": per_layer(linear("o_proj", q_out, d_model)),
     }
-    assert tuple(e) == OPS
+    if post_norms:  # Gemma: the attention's output is normed before the residual add
+        e["post_attn_norm"] = per_layer(norm("post_attn_norm"))
+    e |= {
+        "residual": per_layer((2 * T * d_model, 4 * T * d_model * b_act, 2 * T * d_model * b_act)),
+        "mlp_norm": per_layer(norm("mlp_norm")),
+        "gate_proj": per_layer(linear("gate_proj", d_model, d_ff)) if gated_mlp else zero,
+        "up_proj": per_layer(linear("up_proj", d_model, d_ff)),
+        "mlp_act": per_layer(
+            ((act_flops + 1) * T * d_ff, 2 * T * d_ff * b_act, T * d_ff * b_act)
+            if gated_mlp
+            else (act_flops * T * d_ff, T * d_ff * b_act, T * d_ff * b_act)
+        ),
+        "down_proj": per_layer(linear("down_proj", d_ff, d_model)),
+    }
+    if post_norms:
+        e["post_mlp_norm"] = per_layer(norm("post_mlp_norm"))
+    table = _param_table(gated_mlp, qkv_bias, False, False, True, post_norms, qk_norm)
+    e["final_norm"] = (4 * T * d_model, T * d_model * b_act + table["final_norm"]["norms"] * b_w,
+                       T * d_model * b_act)
+    e["lm_head"] = (2 * T * d_model * vocab, table["lm_head"]["lm_head"] * b_w + T * d_model * b_act,
+                    T * vocab * b_act)
+    assert tuple(e) == _ops(False, False, post_norms, qk_norm)
     return {op: tuple(sp.sympify(x) for x in v) for op, v in e.items()}
 
 
 def linear_params_expr(*, gated_mlp: bool = True) -> sp.Expr:
     """Parameters in weight matrices: the LM head included; norms, biases, embedding not."""
-    attn = d_model * (2 * n_heads * head_dim + 2 * n_kv_heads * head_dim)
-    mlp = (3 if gated_mlp else 2) * d_model * d_ff
-    return n_layers * (attn + mlp) + vocab * d_model
+    table = _param_table(gated_mlp, False, False, False, True, False, False)
+    return sp.expand(sum(sum(table[op].values()) for op in LINEAR_OPS))
 
 
 # --- the article's identities ------------------------------------------------------------
@@ -278,26 +468,26 @@ def linear_intensity_expr(bytes_per_param=2) -> sp.Expr:
     return sp.simplify(ratio.subs(b_w, bytes_per_param))
 
 
-def decode_step(expr: sp.Expr) -> sp.Expr:
+def at_decode(expr: sp.Expr) -> sp.Expr:
     """Specialise a pass expression to one decode step: ``n_new = 1``, ``n_past = L_ctx - 1``."""
     return sp.expand(expr.subs({n_new: 1, n_past: L_ctx - 1}))
 
 
-def prefill(expr: sp.Expr) -> sp.Expr:
+def at_prefill(expr: sp.Expr) -> sp.Expr:
     """Specialise a pass expression to the prefill of ``L`` tokens: ``n_new = L, n_past = 0``."""
     return sp.expand(expr.subs({n_new: L, n_past: 0}))
 
 
 def kv_read_bytes_expr() -> sp.Expr:
     """KV-cache bytes read in one decode step: ``2*n_layers*n_kv_heads*d_head*L_ctx*B*b_kv``."""
-    return decode_step(op_expressions()["kv_read"][1])
+    return at_decode(op_expressions()["kv_read"][1])
 
 
 def attention_flops_expr(causal: bool = True) -> sp.Expr:
     """Attention FLOPs (scores and values) of one pass, in ``B, n_new, n_past``.
 
-    Use :func:`decode_step` for the article's ``4*n_layers*n_heads*d_head*L_ctx*B`` and
-    :func:`prefill` for the prompt (causal: about half of ``4*n_layers*n_heads*d_head*L**2*B``).
+    Use :func:`at_decode` for the article's ``4*n_layers*n_heads*d_head*L_ctx*B`` and
+    :func:`at_prefill` for the prompt (causal: about half of ``4*n_layers*n_heads*d_head*L**2*B``).
     """
     e = op_expressions(causal=causal)
     return sp.expand(sum(e[op][0] for op in ATTENTION_OPS))
@@ -306,7 +496,7 @@ def attention_flops_expr(causal: bool = True) -> sp.Expr:
 def kv_intensity_expr() -> sp.Expr:
     """Attention FLOPs per KV byte of a decode step at 2 bytes/element: ``n_heads/n_kv_heads``."""
     return sp.simplify(
-        (decode_step(attention_flops_expr()) / kv_read_bytes_expr()).subs(b_kv, 2)
+        (at_decode(attention_flops_expr()) / kv_read_bytes_expr()).subs(b_kv, 2)
     )
 
 
@@ -319,9 +509,8 @@ def _bytes_per_element(name: str, field: str) -> sp.Rational:
 
 
 def _positive_int(value, field: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
-    return value
+    """A Python or NumPy integer ``>= minimum``, as an ``int`` (``validate.integer``)."""
+    return validate.integer(field, value, minimum=minimum)
 
 
 def op_costs(
@@ -342,13 +531,13 @@ def op_costs(
     ``kv_dtype`` and ``act_dtype`` default to ``weight_dtype``. Counting conventions: see the
     module docstring. Bytes of packed sub-byte types are rounded up to whole bytes per operation.
 
-    The operations are :data:`OPS` for a dense model, :func:`ops_for` in general: the
+    ``batch``, ``n_new`` and ``n_past`` are Python or NumPy integers. The operations are
+    :data:`OPS` for a Llama-style model, :func:`ops_for` in general: the
     :func:`expressions_for` ``cfg`` (latent attention in its absorbed form for a decode step,
     ``n_new == 1``, naive otherwise) valued with :func:`model_values` and the workload.
     """
-    _positive_int(batch, "batch")
-    _positive_int(n_new, "n_new")
-    _positive_int(n_past, "n_past", minimum=0)
+    batch, n_new = _positive_int(batch, "batch"), _positive_int(n_new, "n_new")
+    n_past = _positive_int(n_past, "n_past", minimum=0)
     if n_past + n_new > cfg.max_context:
         raise ValueError(
             f"n_past + n_new = {n_past + n_new} exceeds max_context = {cfg.max_context} "
@@ -427,48 +616,79 @@ def expected_experts_expr() -> sp.Expr:
     return n_experts * (1 - (1 - top_k / n_experts) ** (B * n_new))
 
 
-def ops_for(cfg) -> tuple[str, ...]:
-    """The operation names :func:`op_costs` returns for ``cfg``, in the order a pass runs them."""
-    ops = OPS
-    if getattr(cfg, "is_mla", False):
+def _ops(mla: bool, moe: bool, post_norms: bool = False, qk_norm: bool = False) -> tuple[str, ...]:
+    ops = list(OPS)
+    if qk_norm:
+        ops[ops.index("rope"):ops.index("rope")] = ["q_norm", "k_norm"]
+    if post_norms:
+        ops.insert(ops.index("residual"), "post_attn_norm")
+        ops.insert(ops.index("down_proj") + 1, "post_mlp_norm")
+    if mla:
         i, j = ops.index("q_proj"), ops.index("o_proj") + 1
-        ops = ops[:i] + MLA_ATTENTION_OPS + ops[j:]
-    if getattr(cfg, "is_moe", False):
+        ops[i:j] = MLA_ATTENTION_OPS
+    if moe:
         i, j = ops.index("gate_proj"), ops.index("down_proj") + 1
-        ops = ops[:i] + MOE_MLP_OPS + ops[j:]
-    return ops
+        ops[i:j] = MOE_MLP_OPS
+    return tuple(ops)
+
+
+def _flags(cfg) -> dict:
+    """The structural switches of a ``ModelConfig`` that select its expressions."""
+    return dict(
+        gated_mlp=cfg.gated_mlp, qkv_bias=cfg.qkv_bias,
+        moe=getattr(cfg, "is_moe", False), mla=getattr(cfg, "is_mla", False),
+        q_lora=bool(getattr(cfg, "q_lora_rank", 0)),
+        windowed=getattr(cfg, "n_windowed_layers", 0) > 0,
+        post_norms=getattr(cfg, "post_norms", False), qk_norm=getattr(cfg, "qk_norm", False),
+        act=getattr(cfg, "mlp_activation", "silu"),
+    )
+
+
+def ops_for(cfg) -> tuple[str, ...]:
+    """The operation names :func:`op_costs` returns for ``cfg``, in the order a pass runs them.
+
+    :data:`OPS` for a Llama-style model; latent attention replaces ``q_proj`` ... ``o_proj``
+    by :data:`MLA_ATTENTION_OPS`, a mixture of experts the MLP by :data:`MOE_MLP_OPS`;
+    Gemma 3's ``q_norm`` and ``k_norm`` come before ``rope``, Gemma's ``post_attn_norm`` and
+    ``post_mlp_norm`` before the residual add and after ``down_proj``.
+    """
+    f = _flags(cfg)
+    return _ops(f["mla"], f["moe"], f["post_norms"], f["qk_norm"])
 
 
 def model_expressions(
     *, causal: bool = True, gated_mlp: bool = True, qkv_bias: bool = False,
     moe: bool = False, mla: bool = False, q_lora: bool = True, absorbed: bool = False,
+    windowed: bool = False, post_norms: bool = False, qk_norm: bool = False, act: str = "silu",
 ) -> dict[str, tuple[sp.Expr, sp.Expr, sp.Expr]]:
     """Per operation ``(flops, bytes_read, bytes_written)`` of one pass, for any supported model.
 
-    ``moe=mla=False`` gives :func:`op_expressions`. With ``moe``, the symbols ``E, k, n_shared,
-    d_expert, n_dense`` enter; with ``mla``, ``r_q, r_kv, d_rope, d_nope, d_v`` (``q_lora=False``:
-    no query compression). ``absorbed`` picks latent attention's form (see the section notes).
+    ``moe=mla=False`` (and the Gemma switches off) gives :func:`op_expressions`. With ``moe``,
+    the symbols ``E, k, n_shared, d_expert, n_dense`` enter; with ``mla``, ``r_q, r_kv, d_rope,
+    d_nope, d_v`` (``q_lora=False``: no query compression). ``absorbed`` picks latent
+    attention's form (see the section notes). ``windowed``: ``n_local`` of the ``n_layers``
+    layers attend within a sliding window of ``W`` keys (symbols ``n_local``, ``W``).
+    ``post_norms``: Gemma's norms after attention and MLP; ``qk_norm``: Gemma 3's norms of
+    queries and keys; ``act``: the MLP activation, a key of :data:`ACTIVATION_FLOPS`.
     """
-    return dict(_model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed))
+    if act not in ACTIVATION_FLOPS:
+        raise ValueError(f"act must be one of {', '.join(ACTIVATION_FLOPS)}, got {act!r}")
+    return dict(_model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
+                                   windowed, post_norms, qk_norm, act))
 
 
 @cache
-def _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed):
-    dense = _op_expressions(causal, gated_mlp, qkv_bias)
-    attention = _mla_expressions(causal, q_lora, absorbed) if mla else {
-        op: dense[op] for op in _DENSE_ATTENTION
-    }
-    mlp = _moe_expressions(causal, gated_mlp, qkv_bias) if moe else {
-        op: dense[op] for op in _DENSE_MLP
-    }
-    out = {}
-    for op in OPS:
-        if op == "q_proj":
-            out.update(attention)
-        elif op == "gate_proj":
-            out.update(mlp)
-        elif op not in _DENSE_ATTENTION and op not in _DENSE_MLP:
-            out[op] = dense[op]
+def _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
+                       windowed=False, post_norms=False, qk_norm=False, act="silu"):
+    if mla and (windowed or qk_norm):
+        raise ValueError("latent attention (mla) has no sliding window or QK norm here")
+    dense = _op_expressions(causal, gated_mlp, qkv_bias, windowed, post_norms, qk_norm, act)
+    out = dict(dense)
+    if mla:
+        out = _splice(out, _DENSE_ATTENTION, _mla_expressions(causal, q_lora, absorbed))
+    if moe:
+        out = _splice(out, _DENSE_MLP, _moe_expressions(dense, gated_mlp, act))
+    assert tuple(out) == _ops(mla, moe, post_norms, qk_norm)
     return {op: tuple(sp.sympify(x) for x in e) for op, e in out.items()}
 
 
@@ -476,22 +696,19 @@ def _mla_expressions(causal: bool, q_lora: bool, absorbed: bool) -> dict:
     T, S, N, H = B * n_new, n_past + n_new, n_layers, n_heads
     pairs = B * H * attention_pairs_expr(causal)
     qk, latent = d_nope + d_rope, kv_rank + d_rope
+    W = _mla_layer_params(q_lora)  # one layer's parameters
     zero = (sp.Integer(0),) * 3
 
-    def linear(tokens, d_in, d_out):
-        return (
-            2 * tokens * d_in * d_out,
-            d_out * d_in * b_w + tokens * d_in * b_act,
-            tokens * d_out * b_act,
-        )
+    def linear(op, tokens, d_in, d_out):
+        return 2 * tokens * d_in * d_out, W[op] * b_w + tokens * d_in * b_act, tokens * d_out * b_act
 
-    def norm(width):
-        return 4 * T * width, T * width * b_act + width * b_w, T * width * b_act
+    def norm(op, width):
+        return 4 * T * width, T * width * b_act + W[op] * b_w, T * width * b_act
 
     if absorbed:  # q_nope -> latent before the scores; latent output -> d_v after the values
         kv_b = (
             2 * T * H * kv_rank * (d_nope + d_v),
-            H * (d_nope + d_v) * kv_rank * b_w + T * H * (d_nope + kv_rank) * b_act,
+            W["kv_b_proj"] * b_w + T * H * (d_nope + kv_rank) * b_act,
             T * H * (kv_rank + d_v) * b_act,
         )
         scores = (2 * latent * pairs, T * H * latent * b_act, pairs * b_act)
@@ -499,18 +716,18 @@ def _mla_expressions(causal: bool, q_lora: bool, absorbed: bool) -> dict:
     else:  # up-project the S cached latents (read by kv_read) to per-head keys and values
         kv_b = (
             2 * B * S * kv_rank * H * (d_nope + d_v),
-            H * (d_nope + d_v) * kv_rank * b_w,
+            W["kv_b_proj"] * b_w,
             B * S * H * (d_nope + d_v) * b_act,
         )
         scores = (2 * qk * pairs, T * H * qk * b_act + B * S * H * d_nope * b_act, pairs * b_act)
         values = (2 * d_v * pairs, pairs * b_act + B * S * H * d_v * b_act, T * H * d_v * b_act)
     rotary = (H + 1) * d_rope  # the query's rotary part per head and the one shared key
     e = {
-        "q_a_proj": linear(T, d_model, q_rank) if q_lora else zero,
-        "q_a_norm": norm(q_rank) if q_lora else zero,
-        "q_b_proj": linear(T, q_rank if q_lora else d_model, H * qk),
-        "kv_a_proj": linear(T, d_model, latent),
-        "kv_a_norm": norm(kv_rank),
+        "q_a_proj": linear("q_a_proj", T, d_model, q_rank) if q_lora else zero,
+        "q_a_norm": norm("q_a_norm", q_rank) if q_lora else zero,
+        "q_b_proj": linear("q_b_proj", T, q_rank if q_lora else d_model, H * qk),
+        "kv_a_proj": linear("kv_a_proj", T, d_model, latent),
+        "kv_a_norm": norm("kv_a_norm", kv_rank),
         "rope": (
             3 * T * rotary,
             T * rotary * b_act + 2 * n_new * d_rope * b_act,
@@ -522,35 +739,38 @@ def _mla_expressions(causal: bool, q_lora: bool, absorbed: bool) -> dict:
         "attn_scores": scores,
         "softmax": (6 * pairs, pairs * b_act, pairs * b_act),
         "attn_values": values,
-        "o_proj": linear(T, H * d_v, d_model),
+        "o_proj": linear("o_proj", T, H * d_v, d_model),
     }
     assert tuple(e) == MLA_ATTENTION_OPS
     return {op: tuple(N * x for x in v) for op, v in e.items()}
 
 
-def _moe_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool) -> dict:
+def _moe_expressions(dense: dict, gated_mlp: bool, act: str) -> dict:
     T = B * n_new
     A = T * (top_k + n_shared)  # (token, expert) pairs
-    X = expected_experts_expr() + n_shared  # distinct experts whose weights the pass reads
+    touched = expected_experts_expr() / n_experts  # share of the routed experts a pass reads
     M = n_layers - n_dense  # MoE layers
-    dense = _op_expressions(causal, gated_mlp, qkv_bias)  # the first n_dense layers
     first = {op: tuple(x.subs(n_layers, n_dense) for x in dense[op]) for op in _DENSE_MLP}
+    W = _expert_params(gated_mlp)  # one MoE layer's parameters
     zero = (sp.Integer(0),) * 3
 
-    def expert_linear(d_in, d_out):
-        return 2 * A * d_in * d_out, X * d_in * d_out * b_w + A * d_in * b_act, A * d_out * b_act
+    def expert_linear(op, d_in, d_out):
+        # every shared expert's weights, and the routed experts' that some token is sent to
+        read = (W[op]["shared_experts"] + W[op]["routed_experts"] * touched) * b_w
+        return 2 * A * d_in * d_out, read + A * d_in * b_act, A * d_out * b_act
 
-    act = (5, 2) if gated_mlp else (4, 1)  # FLOPs and inputs per element, as in the dense MLP
+    flops = ACTIVATION_FLOPS[act] + (1 if gated_mlp else 0)  # per element, as in the dense MLP
+    inputs = 2 if gated_mlp else 1
     moe = {
         "router": (
             2 * T * d_model * n_experts,
-            n_experts * d_model * b_w + T * d_model * b_act,
+            W["router"]["router"] * b_w + T * d_model * b_act,
             T * n_experts * b_act,
         ),
-        "gate_proj": expert_linear(d_model, d_expert) if gated_mlp else zero,
-        "up_proj": expert_linear(d_model, d_expert),
-        "mlp_act": (act[0] * A * d_expert, act[1] * A * d_expert * b_act, A * d_expert * b_act),
-        "down_proj": expert_linear(d_expert, d_model),
+        "gate_proj": expert_linear("gate_proj", d_model, d_expert) if gated_mlp else zero,
+        "up_proj": expert_linear("up_proj", d_model, d_expert),
+        "mlp_act": (flops * A * d_expert, inputs * A * d_expert * b_act, A * d_expert * b_act),
+        "down_proj": expert_linear("down_proj", d_expert, d_model),
         "moe_combine": (2 * A * d_model, A * d_model * b_act, T * d_model * b_act),
     }
     assert tuple(moe) == MOE_MLP_OPS
@@ -561,12 +781,8 @@ def _moe_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool) -> dict:
 
 
 def expressions_for(cfg, *, causal: bool = True, absorbed: bool = False) -> dict:
-    """:func:`model_expressions` with the structure (MoE, MLA, biases, MLP kind) of ``cfg``."""
-    return model_expressions(
-        causal=causal, gated_mlp=cfg.gated_mlp, qkv_bias=cfg.qkv_bias,
-        moe=getattr(cfg, "is_moe", False), mla=getattr(cfg, "is_mla", False),
-        q_lora=bool(getattr(cfg, "q_lora_rank", 0)), absorbed=absorbed,
-    )
+    """:func:`model_expressions` with the structure (MoE, MLA, windows, norms, MLP) of ``cfg``."""
+    return model_expressions(causal=causal, absorbed=absorbed, **_flags(cfg))
 
 
 def model_values(cfg) -> dict:
@@ -576,6 +792,8 @@ def model_values(cfg) -> dict:
         n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim,
         vocab: cfg.vocab_size,
     }
+    if getattr(cfg, "n_windowed_layers", 0):
+        values |= {n_local: cfg.n_windowed_layers, window: cfg.sliding_window}
     if getattr(cfg, "is_moe", False):
         values |= {
             n_experts: cfg.n_routed_experts, top_k: cfg.n_experts_per_token,
@@ -590,11 +808,54 @@ def model_values(cfg) -> dict:
     return {k: sp.Integer(v) for k, v in values.items()}
 
 
+# --- parameters, valued --------------------------------------------------------------------
+def _param_flags(cfg) -> tuple:
+    f = _flags(cfg)
+    return tuple(f[k] for k in ("gated_mlp", "qkv_bias", "moe", "mla", "q_lora", "post_norms",
+                                "qk_norm"))
+
+
+@lru_cache(maxsize=512)
+def _valued_params(cfg) -> dict[str, dict[str, int]]:
+    values = model_values(cfg)
+    table = _param_table(*_param_flags(cfg))
+    out = {op: {k: int(v.xreplace(values)) for k, v in parts.items()} for op, parts in table.items()}
+    if cfg.tie_embeddings:  # the head multiplies by the embedding's own matrix
+        out["lm_head"] = {"lm_head": 0}
+    return out
+
+
+def params_by_op(cfg) -> dict[str, int]:
+    """Parameters of ``cfg`` by the operation that uses them (:func:`param_expressions`, valued).
+
+    Keys are the ops of :func:`ops_for` that have weights, in pass order; a tied LM head
+    counts 0 (its matrix is ``embed``'s). They sum to ``ModelConfig.n_params``.
+    """
+    return {op: sum(parts.values()) for op, parts in _valued_params(cfg).items()}
+
+
+PARAM_COMPONENTS = ("embedding", "attention", "mlp", "router", "shared_experts",
+                    "routed_experts", "norms", "lm_head")
+"""The components :func:`param_counts` sums parameters into."""
+
+
+def param_counts(cfg) -> dict[str, int]:
+    """Parameters of ``cfg`` by component (:data:`PARAM_COMPONENTS`): the same table by column."""
+    counts = dict.fromkeys(PARAM_COMPONENTS, 0)
+    for parts in _valued_params(cfg).values():
+        for k, v in parts.items():
+            counts[k] += v
+    return counts
+
+
+# --- vectorised numbers for the calculator ---------------------------------------------------
 @cache
-def _traffic_functions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed):
+def _traffic_functions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
+                       windowed, post_norms, qk_norm, act):
     """Per op, a NumPy function of (model values..., B, n_new, n_past) -> four arrays."""
-    exprs = _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed)
-    model = [n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab]
+    exprs = _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
+                               windowed, post_norms, qk_norm, act)
+    model = [n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab, n_local, window]
     model += [n_experts, top_k, n_shared, d_expert, n_dense, q_rank, kv_rank, d_rope, d_nope, d_v]
     args = [*model, B, _N_NEW, _N_PAST]
     funcs = {}
@@ -615,11 +876,11 @@ def op_elements(cfg, batch, n_new_, n_past_=0, *, causal: bool = True, absorbed:
     """
     import numpy as np
 
-    flags = (
-        causal, cfg.gated_mlp, cfg.qkv_bias, getattr(cfg, "is_moe", False),
-        getattr(cfg, "is_mla", False), bool(getattr(cfg, "q_lora_rank", 0)), absorbed,
+    f = _flags(cfg)
+    model, funcs = _traffic_functions(
+        causal, f["gated_mlp"], f["qkv_bias"], f["moe"], f["mla"], f["q_lora"], absorbed,
+        f["windowed"], f["post_norms"], f["qk_norm"], f["act"],
     )
-    model, funcs = _traffic_functions(*flags)
     known = model_values(cfg)
     values = [float(known.get(s, 0)) for s in model]
     b, n, p = (np.asarray(x, dtype=float) for x in (batch, n_new_, n_past_))

@@ -6,19 +6,46 @@ not Hugging Face's; ``ModelConfig.from_hf_config`` translates a ``config.json``.
 Built-in models are the real ``config.json`` files of their Hugging Face repositories, stored
 unchanged under ``data/models/<name>.json``; ``data/models/_index.json`` names each one's
 repository and its published parameter count (with a source), which the tests compare against.
+:func:`load_config` reads any other ``config.json`` (a file, or a downloaded snapshot folder).
+
+Parameter counts are not written here: ``param_counts`` and ``params_by_op`` value
+:func:`llm_roofline.formulas.param_expressions`, the same expressions whose weight bytes the
+calculator counts.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
+import numpy as np
+
+from . import formulas, validate
 from .dtypes import bytes_per_element
 
-# Hugging Face ``model_type`` values whose config.json this module reads exactly.
-# Every family here uses RMSNorm, rotary positions and (except where noted) a SwiGLU MLP.
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "deepseek_v2", "deepseek_v3")
+SUPPORTED_MODEL_TYPES = (
+    "llama", "mistral", "mixtral", "qwen2", "deepseek_v2", "deepseek_v3",
+    "gemma2", "gemma3", "gemma3_text",
+)
+"""Hugging Face ``model_type`` values whose ``config.json`` :meth:`ModelConfig.from_hf_config`
+reads exactly. Every family uses RMSNorm and rotary positions; Llama, Mistral, Mixtral, Qwen2
+and DeepSeek a SwiGLU MLP, Gemma a GeGLU MLP, extra norms and local/global attention layers."""
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
+"""Hugging Face's names for a layer's attention: over the whole context, or a sliding window."""
+
+MLP_ACTIVATIONS = tuple(formulas.ACTIVATION_FLOPS)
+"""The MLP activations counted (``ModelConfig.mlp_activation``)."""
+
+_POSITIVE = ("vocab_size", "hidden_size", "intermediate_size", "n_layers", "n_heads",
+             "n_kv_heads", "head_dim", "max_context")
+_NON_NEGATIVE = ("n_routed_experts", "n_experts_per_token", "n_shared_experts",
+                 "moe_intermediate_size", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
+                 "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window")
+_BOOLEANS = ("tie_embeddings", "gated_mlp", "qkv_bias", "post_norms", "qk_norm")
 
 
 @dataclass(frozen=True)
@@ -40,6 +67,17 @@ class ModelConfig:
     qk_rope_head_dim`` numbers per token per layer. Query/key heads have
     ``head_dim = qk_nope_head_dim + qk_rope_head_dim``; value heads have ``v_head_dim``.
     ``q_lora_rank > 0`` compresses the queries through a rank-``q_lora_rank`` bottleneck.
+
+    Sliding-window attention (``sliding_window > 0``): a windowed layer's query sees only the
+    last ``sliding_window`` keys (itself included), so its KV cache holds at most that many
+    tokens. ``layer_types`` says which layers (one :data:`LAYER_TYPES` name per layer, as
+    Hugging Face writes it); empty, every layer is windowed (Mistral-7B v0.1).
+
+    Gemma: ``post_norms`` adds an RMSNorm after the attention and after the MLP (before each
+    residual add); ``qk_norm`` normalises every head's query and key (Gemma 3);
+    ``mlp_activation`` is ``"gelu_tanh"`` (GeGLU). Gemma's other details change no count of
+    weights or cache and are not modelled: the embedding's scaling by ``sqrt(hidden_size)``,
+    the logit soft-capping (Gemma 2) and ``query_pre_attn_scalar`` (the softmax's scale).
     """
 
     name: str
@@ -68,48 +106,40 @@ class ModelConfig:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    # Sliding-window attention (0: every layer attends to the whole context)
+    sliding_window: int = 0
+    layer_types: tuple[str, ...] = ()
+    # Gemma
+    post_norms: bool = False
+    qk_norm: bool = False
+    mlp_activation: str = "silu"
 
     def __post_init__(self) -> None:
-        for field in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "n_layers",
-            "n_heads",
-            "n_kv_heads",
-            "head_dim",
-            "max_context",
-        ):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"ModelConfig.{field} must be a positive integer, got {value!r}")
-        for field in (
-            "n_routed_experts",
-            "n_experts_per_token",
-            "n_shared_experts",
-            "moe_intermediate_size",
-            "first_dense_layers",
-            "q_lora_rank",
-            "kv_lora_rank",
-            "qk_rope_head_dim",
-            "qk_nope_head_dim",
-            "v_head_dim",
-        ):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(
-                    f"ModelConfig.{field} must be a non-negative integer (0: not used), "
-                    f"got {value!r}"
-                )
+        def put(field, value):
+            object.__setattr__(self, field, value)
+
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"ModelConfig.name must be a non-empty string, got "
+                             f"{validate.shorten(self.name)}")
+        for field in _POSITIVE:
+            put(field, validate.integer(f"ModelConfig.{field}", getattr(self, field)))
+        for field in _NON_NEGATIVE:
+            put(field, validate.integer(f"ModelConfig.{field} (0: not used)", getattr(self, field),
+                                        minimum=0))
+        for field in _BOOLEANS:
+            put(field, validate.boolean(f"ModelConfig.{field}", getattr(self, field)))
+        put("rope_theta", validate.real("ModelConfig.rope_theta", self.rope_theta, minimum=0,
+                                        open_min=True))
+        put("norm_eps", validate.real("ModelConfig.norm_eps", self.norm_eps, minimum=0,
+                                      open_min=True, maximum=1))
+        put("mlp_activation", validate.choice("ModelConfig.mlp_activation", self.mlp_activation,
+                                              MLP_ACTIVATIONS))
+        self._check_layer_types()
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"ModelConfig.n_heads ({self.n_heads}) must be a multiple of "
                 f"n_kv_heads ({self.n_kv_heads}): each KV head serves a whole group of query heads"
             )
-        if not self.rope_theta > 0:
-            raise ValueError(f"ModelConfig.rope_theta must be positive, got {self.rope_theta!r}")
-        if not self.norm_eps > 0:
-            raise ValueError(f"ModelConfig.norm_eps must be positive, got {self.norm_eps!r}")
         if self.n_routed_experts:
             if not 1 <= self.n_experts_per_token <= self.n_routed_experts:
                 raise ValueError(
@@ -142,10 +172,30 @@ class ModelConfig:
                     f"ModelConfig.head_dim ({self.head_dim}) must equal qk_nope_head_dim + "
                     f"qk_rope_head_dim ({self.qk_nope_head_dim + self.qk_rope_head_dim}) for MLA"
                 )
+            if self.sliding_window or self.qk_norm:
+                raise ValueError(
+                    "ModelConfig.sliding_window and qk_norm must be 0/False with multi-head "
+                    "latent attention (kv_lora_rank > 0): that combination is not modelled"
+                )
         elif self.q_lora_rank or self.qk_rope_head_dim or self.qk_nope_head_dim or self.v_head_dim:
             raise ValueError(
                 "ModelConfig.q_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim must "
                 "be 0 when kv_lora_rank is 0 (standard attention)"
+            )
+
+    def _check_layer_types(self) -> None:
+        types = self.layer_types
+        what = (f"ModelConfig.layer_types must be empty or hold one of {', '.join(LAYER_TYPES)} "
+                f"for each of the {self.n_layers} layers")
+        if isinstance(types, str | bytes) or not isinstance(types, tuple | list):
+            raise ValueError(f"{what}, got {validate.shorten(types)}")
+        if types and (len(types) != self.n_layers or any(t not in LAYER_TYPES for t in types)):
+            raise ValueError(f"{what}, got {validate.shorten(types)}")
+        object.__setattr__(self, "layer_types", tuple(types))
+        if "sliding_attention" in types and not self.sliding_window:
+            raise ValueError(
+                "ModelConfig.sliding_window must be positive when layer_types names "
+                f"sliding_attention layers, got {self.sliding_window}"
             )
 
     @property
@@ -166,53 +216,21 @@ class ModelConfig:
         """Layers whose MLP is a mixture of experts (0 for a dense model)."""
         return self.n_layers - self.first_dense_layers if self.is_moe else 0
 
-    # ---- parameter counts -------------------------------------------------------------------
-
-    def _attention_params_by_op(self) -> dict[str, int]:
-        """One layer's attention parameters by the operation that uses them (``formulas`` names)."""
-        d, h = self.hidden_size, self.n_heads
-        if self.is_mla:
-            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            return {
-                "q_a_proj": d * self.q_lora_rank,  # d -> q_lora_rank -> RMSNorm -> h * qk
-                "q_a_norm": self.q_lora_rank,
-                "q_b_proj": (self.q_lora_rank or d) * h * qk,
-                "kv_a_proj": d * (self.kv_lora_rank + self.qk_rope_head_dim),  # latent, rope key
-                "kv_a_norm": self.kv_lora_rank,  # RMSNorm on the latent
-                "kv_b_proj": self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim),
-                "o_proj": h * self.v_head_dim * d,
-            }
-        q, kv = h * self.head_dim, self.n_kv_heads * self.head_dim
-        inputs = d + (1 if self.qkv_bias else 0)  # a bias is one more input column
-        return {"q_proj": inputs * q, "k_proj": inputs * kv, "v_proj": inputs * kv,
-                "o_proj": q * d}
+    # ---- parameter counts: valued from formulas.param_expressions, the one source ---------
 
     def attention_params(self) -> int:
-        """Parameters of one layer's attention block (projections, biases, MLA's norms)."""
-        return sum(self._attention_params_by_op().values())
-
-    def mlp_params(self, width: int) -> int:
-        """Parameters of one MLP (or one expert) of the given intermediate width."""
-        return (3 if self.gated_mlp else 2) * self.hidden_size * width
+        """Parameters of one layer's attention block (projections, biases, MLA's and QK norms)."""
+        return formulas.param_counts(self)["attention"] // self.n_layers
 
     def param_counts(self) -> dict[str, int]:
         """Parameters by component; they sum to ``n_params``.
 
         Keys: ``embedding``, ``attention``, ``mlp`` (dense MLP layers), ``router``,
         ``shared_experts``, ``routed_experts``, ``norms``, ``lm_head`` (0 when tied).
+        Valued from :func:`llm_roofline.formulas.param_expressions`, the expressions whose
+        weight bytes the calculator counts.
         """
-        d = self.hidden_size
-        moe, expert = self.n_moe_layers, self.mlp_params(self.moe_intermediate_size)
-        return {
-            "embedding": self.vocab_size * d,
-            "attention": self.n_layers * self.attention_params(),
-            "mlp": (self.n_layers - moe) * self.mlp_params(self.intermediate_size),
-            "router": moe * d * self.n_routed_experts,
-            "shared_experts": moe * self.n_shared_experts * expert,
-            "routed_experts": moe * self.n_routed_experts * expert,
-            "norms": (2 * self.n_layers + 1) * d,
-            "lm_head": 0 if self.tie_embeddings else self.vocab_size * d,
-        }
+        return formulas.param_counts(self)
 
     def params_by_op(self) -> dict[str, int]:
         """Parameters by the operation that uses them, over all layers; they sum to ``n_params``.
@@ -222,22 +240,7 @@ class ModelConfig:
         MLPs and all experts, ``lm_head``), so that a per-op rule, such as which ops tensor
         parallelism replicates, applies to the weights as it does to the FLOPs and bytes.
         """
-        d, layers = self.hidden_size, self.n_layers
-        counts = self.param_counts()
-        mlp = counts["mlp"] + counts["shared_experts"] + counts["routed_experts"]
-        per_matrix = mlp // (3 if self.gated_mlp else 2)  # gate, up, down: d x width each
-        return {
-            "embed": counts["embedding"],
-            "attn_norm": layers * d,
-            **{op: layers * n for op, n in self._attention_params_by_op().items()},
-            "mlp_norm": layers * d,
-            **({"router": counts["router"]} if self.is_moe else {}),
-            "gate_proj": per_matrix if self.gated_mlp else 0,
-            "up_proj": per_matrix,
-            "down_proj": per_matrix,
-            "final_norm": d,
-            "lm_head": counts["lm_head"],
-        }
+        return formulas.params_by_op(self)
 
     @property
     def n_params(self) -> int:
@@ -257,11 +260,33 @@ class ModelConfig:
         routed = counts["routed_experts"] * self.n_experts_per_token // self.n_routed_experts
         return self.n_params - counts["routed_experts"] + routed
 
-    # ---- KV cache ---------------------------------------------------------------------------
+    # ---- attention layers and the KV cache -------------------------------------------------
+
+    @property
+    def n_windowed_layers(self) -> int:
+        """Layers that attend within ``sliding_window`` (0 when there is no window)."""
+        if not self.sliding_window:
+            return 0
+        if not self.layer_types:
+            return self.n_layers
+        return self.layer_types.count("sliding_attention")
+
+    @property
+    def attention_layers(self) -> str:
+        """Which layers are windowed, in words: ``"all 32 global"``, ``"21 of 42 windowed (4,096
+        tokens), 21 global"``, ``"all 32 windowed (4,096 tokens)"``."""
+        n, w = self.n_layers, self.n_windowed_layers
+        if w == 0:
+            return f"all {n} global"
+        window = f"windowed ({self.sliding_window:,} tokens)"
+        if w == n:
+            return f"all {n} {window}"
+        return f"{w} of {n} {window}, {n - w} global"
 
     @property
     def kv_elements_per_token(self) -> int:
-        """Numbers the KV cache holds per token, over all layers.
+        """Numbers the KV cache holds per token, over all layers, while the context fits every
+        window (see :meth:`kv_cache_elements` beyond it).
 
         Standard attention: a key and a value of ``head_dim`` for each KV head, each layer:
         ``2 * n_layers * n_kv_heads * head_dim`` (KV heads, not query heads; the real
@@ -275,13 +300,24 @@ class ModelConfig:
     def kv_cache_elements(self, context):
         """Numbers the KV cache holds for one sequence of ``context`` tokens, over all layers.
 
-        ``kv_elements_per_token * context`` for global attention; ``context`` may be a NumPy
-        array (the result broadcasts). The calculator sizes the cache with this method.
+        A global layer holds every token, a windowed layer at most ``sliding_window`` of them:
+        ``per_layer * (n_global * context + n_windowed * min(context, sliding_window))`` with
+        ``per_layer = kv_elements_per_token / n_layers``. ``context`` may be a NumPy array (the
+        result broadcasts). The calculator sizes the cache with this method.
         """
-        return self.kv_elements_per_token * context
+        windowed = self.n_windowed_layers
+        if not windowed:
+            return self.kv_elements_per_token * context
+        per_layer = self.kv_elements_per_token // self.n_layers
+        if np.ndim(context):
+            held = np.minimum(context, self.sliding_window)
+        else:
+            held = min(context, self.sliding_window)
+        return per_layer * ((self.n_layers - windowed) * context + windowed * held)
 
     def kv_cache_bytes_per_token(self, dtype: str = "bf16") -> float:
-        """Bytes of KV cache per token (all layers) stored in ``dtype`` (a ``dtypes`` name)."""
+        """Bytes of KV cache per token (all layers) stored in ``dtype`` (a ``dtypes`` name), while
+        the context fits every window."""
         return float(self.kv_elements_per_token * bytes_per_element(dtype))
 
     # ---- Hugging Face config.json -----------------------------------------------------------
@@ -290,97 +326,113 @@ class ModelConfig:
     def from_hf_config(cls, config: dict, name: str | None = None) -> ModelConfig:
         """Build a ``ModelConfig`` from a Hugging Face ``config.json`` loaded as a dict.
 
-        Reads the families in ``SUPPORTED_MODEL_TYPES``; any other ``model_type``, or a
-        missing required field, raises ``ValueError`` naming it. Absent optional fields take
-        the Hugging Face defaults of these families (``num_key_value_heads = num_attention_heads``,
-        ``head_dim = hidden_size // num_attention_heads``, untied embeddings).
+        Reads the families in :data:`SUPPORTED_MODEL_TYPES` (``gemma3``: its ``text_config``).
+        Every field read is type-checked on its own: integers must be JSON integers (not
+        ``"4096"`` nor ``4096.0``), booleans JSON booleans (not ``"false"``), within range; a
+        bad, missing or unsupported field raises a one-line ``ValueError`` naming it and its
+        value. Absent optional fields take the Hugging Face defaults of the family
+        (``num_key_value_heads = num_attention_heads``, ``head_dim = hidden_size //
+        num_attention_heads``, untied embeddings; Gemma: tied, ``head_dim`` 256, GeGLU).
 
-        Sliding-window attention is not modelled (it would cap the KV cache at the window), so
-        a ``sliding_window`` shorter than ``max_position_embeddings`` raises ``ValueError``
-        unless the config turns it off (``use_sliding_window: false``, as Qwen2 configs do);
-        a null window, or one no shorter than the context, changes nothing and is accepted.
+        Sliding windows, as each family's code applies them: Mistral and Mixtral window every
+        layer; Qwen2 the layers from ``max_window_layers`` on, if ``use_sliding_window``;
+        Gemma 2 every other layer (the even ones), Gemma 3 all but every ``sliding_window_pattern``-th
+        (default 6); a ``layer_types`` list, where the config has one, says it outright. A
+        window no shorter than ``max_position_embeddings`` changes nothing and is dropped.
+        The name is ``name``, else the config's ``_name_or_path``, else its ``model_type``.
         """
         if not isinstance(config, dict):
             raise ValueError(
                 f"config must be a dict (a loaded config.json), got {type(config).__name__}"
             )
+        return cls(**_HFReader(config).fields(name))
+
+
+class _HFReader:
+    """Reads the fields of one ``config.json``, each checked for its type and range."""
+
+    def __init__(self, config: dict):
         model_type = config.get("model_type")
-        if model_type not in SUPPORTED_MODEL_TYPES:
+        if not isinstance(model_type, str) or model_type not in SUPPORTED_MODEL_TYPES:
             raise ValueError(
-                f"config.json model_type {model_type!r} is not supported; "
+                f"config.json model_type {validate.shorten(model_type, 40)} is not supported; "
                 f"allowed: {', '.join(SUPPORTED_MODEL_TYPES)}"
             )
-
-        def need(key: str):
-            if config.get(key) is None:
+        self.outer = config
+        if model_type == "gemma3":  # the multimodal wrapper: the language model's own config
+            text = config.get("text_config")
+            if not isinstance(text, dict):
                 raise ValueError(
-                    f"config.json ({model_type}) is missing the required field {key!r}"
+                    f"config.json (gemma3) text_config must be an object, got "
+                    f"{validate.shorten(text)}"
                 )
-            return config[key]
+            config, model_type = text, "gemma3_text"
+        self.config, self.type = config, model_type
+        self.gemma = model_type.startswith("gemma")
 
-        hidden, heads = need("hidden_size"), need("num_attention_heads")
-        kv_heads = config.get("num_key_value_heads")
-        if kv_heads is None:
-            kv_heads = heads  # the Hugging Face default: multi-head attention
-        elif isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads <= 0:
-            raise ValueError(
-                f"config.json num_key_value_heads must be a positive integer (or absent, meaning "
-                f"num_attention_heads), got {kv_heads!r}"
-            )
-        window = config.get("sliding_window")
-        harmless = isinstance(window, int) and window >= need("max_position_embeddings")
-        turned_off = config.get("use_sliding_window", True) is False
-        if window is not None and not turned_off and not harmless:
-            raise ValueError(
-                f"config.json sliding_window {window!r} is not supported: sliding-window "
-                "attention is not modelled (allowed: null, no shorter than "
-                "max_position_embeddings, or use_sliding_window: false)"
-            )
+    def _field(self, key: str) -> str:
+        return f"config.json {key}"
+
+    def get(self, key: str, default=None):
+        """The value, or ``default`` when absent or null."""
+        value = self.config.get(key)
+        return default if value is None else value
+
+    def need(self, key: str):
+        value = self.config.get(key)
+        if value is None:
+            raise ValueError(f"config.json ({self.type}) is missing the required field {key!r}")
+        return value
+
+    def integer(self, key: str, default=None, *, minimum: int = 1) -> int:
+        value = self.need(key) if default is None else self.get(key, default)
+        return validate.integer(self._field(key), value, minimum=minimum)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        return validate.boolean(self._field(key), self.get(key, default))
+
+    def real(self, key: str, default: float) -> float:
+        value = self.config.get(key, default)  # present but null is an error, not the default
+        return validate.real(self._field(key), value, minimum=0, open_min=True)
+
+    def fields(self, name: str | None) -> dict:
+        gemma, t = self.gemma, self.type
+        hidden = self.integer("hidden_size")
+        heads = self.integer("num_attention_heads", 8 if t == "gemma3_text" else None)
+        kv_heads = self.get("num_key_value_heads", 4 if t == "gemma3_text" else heads)
+        kv_heads = validate.integer(
+            "config.json num_key_value_heads (absent: num_attention_heads)", kv_heads)
+        context = self.integer("max_position_embeddings", 131072 if t == "gemma3_text" else None)
         fields = dict(
-            name=name or config.get("_name_or_path") or model_type,
-            vocab_size=need("vocab_size"),
+            name=self._name(name),
+            vocab_size=self.integer("vocab_size", 262208 if t == "gemma3_text" else None),
             hidden_size=hidden,
-            intermediate_size=need("intermediate_size"),
-            n_layers=need("num_hidden_layers"),
+            intermediate_size=self.integer("intermediate_size"),
+            n_layers=self.integer("num_hidden_layers"),
             n_heads=heads,
             n_kv_heads=kv_heads,
-            max_context=need("max_position_embeddings"),
-            rope_theta=float(config.get("rope_theta", 10000.0)),
-            norm_eps=float(config.get("rms_norm_eps", 1e-6)),
-            tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-            qkv_bias=model_type == "qwen2" or bool(config.get("attention_bias", False)),
+            max_context=context,
+            rope_theta=self.real("rope_theta", 1e6 if t == "gemma3_text" else 10000.0),
+            norm_eps=self.real("rms_norm_eps", 1e-6),
+            tie_embeddings=self.boolean("tie_word_embeddings", gemma),
+            qkv_bias=t == "qwen2" or self.boolean("attention_bias", False),
+            mlp_activation=self._activation(),
+            post_norms=gemma,
+            qk_norm=t == "gemma3_text",
         )
-        if model_type == "mixtral":
+        if gemma:
+            self.real("query_pre_attn_scalar", 256)  # the softmax's scale: checked, not counted
+        if t == "mixtral":
             fields.update(
-                n_routed_experts=need("num_local_experts"),
-                n_experts_per_token=need("num_experts_per_tok"),
+                n_routed_experts=self.integer("num_local_experts"),
+                n_experts_per_token=self.integer("num_experts_per_tok"),
                 moe_intermediate_size=fields["intermediate_size"],
             )
-        if model_type.startswith("deepseek"):
-            if config.get("n_routed_experts"):
-                if config.get("moe_layer_freq", 1) != 1:
-                    raise ValueError(
-                        f"config.json moe_layer_freq {config['moe_layer_freq']!r} is not "
-                        "supported; allowed: 1 (every layer after first_k_dense_replace is MoE)"
-                    )
-                fields.update(
-                    n_routed_experts=need("n_routed_experts"),
-                    n_experts_per_token=need("num_experts_per_tok"),
-                    n_shared_experts=config.get("n_shared_experts") or 0,
-                    moe_intermediate_size=need("moe_intermediate_size"),
-                    first_dense_layers=config.get("first_k_dense_replace") or 0,
-                )
-            nope, rope = need("qk_nope_head_dim"), need("qk_rope_head_dim")
-            fields.update(
-                q_lora_rank=config.get("q_lora_rank") or 0,
-                kv_lora_rank=need("kv_lora_rank"),
-                qk_nope_head_dim=nope,
-                qk_rope_head_dim=rope,
-                v_head_dim=need("v_head_dim"),
-                head_dim=nope + rope,
-            )
+        if t.startswith("deepseek"):
+            fields.update(self._deepseek())
         else:
-            head_dim = config.get("head_dim")
+            default = 256 if gemma else None
+            head_dim = self.get("head_dim", default)
             if head_dim is None:
                 if hidden % heads:
                     raise ValueError(
@@ -388,8 +440,173 @@ class ModelConfig:
                         f"of num_attention_heads ({heads}); add head_dim"
                     )
                 head_dim = hidden // heads
-            fields["head_dim"] = head_dim
-        return cls(**fields)
+            fields["head_dim"] = validate.integer("config.json head_dim", head_dim)
+            fields.update(self._windows(fields["n_layers"], context))
+        return fields
+
+    def _name(self, name) -> str:
+        if name is not None:
+            return name
+        given = self.outer.get("_name_or_path")
+        if given is not None and not isinstance(given, str):
+            raise ValueError(f"config.json _name_or_path must be a string, got "
+                             f"{validate.shorten(given)}")
+        return (given or "").strip() or self.type
+
+    def _activation(self) -> str:
+        key = "hidden_activation" if self.gemma and "hidden_activation" in self.config else "hidden_act"
+        value = self.get(key, "gelu_pytorch_tanh" if self.gemma else "silu")
+        names = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh",
+                 "gelu_tanh": "gelu_tanh"}
+        return names[validate.choice(f"config.json {key}", value, names)]
+
+    def _deepseek(self) -> dict:
+        fields = {}
+        if self.get("n_routed_experts"):
+            freq = self.config.get("moe_layer_freq", 1)
+            if freq != 1 or isinstance(freq, bool):
+                raise ValueError(
+                    f"config.json moe_layer_freq {validate.shorten(freq)} is not supported; "
+                    "allowed: 1 (every layer after first_k_dense_replace is MoE)"
+                )
+            fields.update(
+                n_routed_experts=self.integer("n_routed_experts"),
+                n_experts_per_token=self.integer("num_experts_per_tok"),
+                n_shared_experts=self.integer("n_shared_experts", 0, minimum=0),
+                moe_intermediate_size=self.integer("moe_intermediate_size"),
+                first_dense_layers=self.integer("first_k_dense_replace", 0, minimum=0),
+            )
+        nope, rope = self.integer("qk_nope_head_dim"), self.integer("qk_rope_head_dim")
+        fields.update(
+            q_lora_rank=self.integer("q_lora_rank", 0, minimum=0),
+            kv_lora_rank=self.integer("kv_lora_rank"),
+            qk_nope_head_dim=nope,
+            qk_rope_head_dim=rope,
+            v_head_dim=self.integer("v_head_dim"),
+            head_dim=nope + rope,
+        )
+        return fields
+
+    def _windows(self, n_layers: int, context: int) -> dict:
+        """``sliding_window`` and ``layer_types`` as this family's code applies them."""
+        t, none = self.type, {"sliding_window": 0, "layer_types": ()}
+        if t == "llama":
+            return none  # Llama's code has no sliding window
+        default = {"gemma2": 4096, "gemma3_text": 4096}.get(t)
+        window = self.config.get("sliding_window", default)
+        if window is None:
+            return none
+        window = validate.integer("config.json sliding_window (null: none)", window)
+        if t == "qwen2" and not self.boolean("use_sliding_window", False):
+            return none
+        listed = self.config.get("layer_types")
+        if listed is not None:
+            if not isinstance(listed, list) or len(listed) != n_layers or any(
+                    x not in LAYER_TYPES for x in listed):
+                raise ValueError(
+                    f"config.json layer_types must list one of {', '.join(LAYER_TYPES)} for each "
+                    f"of the {n_layers} layers, got {validate.shorten(listed)}")
+            types = tuple(listed)
+        elif t == "qwen2":
+            first = self.integer("max_window_layers", n_layers, minimum=0)
+            types = tuple(LAYER_TYPES[i >= first] for i in range(n_layers))
+        elif t == "gemma2":  # Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
+            types = tuple(LAYER_TYPES[i % 2 == 0] for i in range(n_layers))
+        elif t == "gemma3_text":  # every pattern-th layer is global
+            key = "sliding_window_pattern"
+            if key not in self.config and "_sliding_window_pattern" in self.config:
+                key = "_sliding_window_pattern"
+            pattern = self.integer(key, 6)
+            types = tuple(LAYER_TYPES[(i + 1) % pattern != 0] for i in range(n_layers))
+        else:  # Mistral, Mixtral: every layer
+            types = ()
+        if window >= context or (types and "sliding_attention" not in types):
+            return none  # the window never binds
+        return {"sliding_window": window, "layer_types": types}
+
+
+# ---- config.json files ----------------------------------------------------------------------
+
+MAX_CONFIG_BYTES = 16 * 2**20
+"""The largest config.json :func:`load_config` reads (a real one is a few kB)."""
+
+
+def load_config(path: str | os.PathLike) -> ModelConfig:
+    """A ``ModelConfig`` from a ``config.json`` file, or a folder holding one (a downloaded
+    Hugging Face snapshot).
+
+    The model is named from the config's own ``_name_or_path``, else the file's name (unless it
+    is ``config.json``), else the repository of a Hugging Face cache folder
+    (``models--org--name/snapshots/<commit>``), else ``architectures[0]``, else the folder's
+    name. A missing, unreadable, binary, empty, oversized or invalid file, or JSON nested too
+    deeply to parse, raises a one-line ``ValueError`` naming the path.
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise ValueError(f"config path must be a file or folder name, got {validate.shorten(path)}")
+    text_path = os.fspath(path)
+    if not isinstance(text_path, str) or not text_path.strip():
+        raise ValueError("config path is empty: give a config.json file or a folder holding one")
+    file = Path(text_path)
+    shown = _shown(file)
+    if "\x00" in text_path:
+        raise ValueError(f"config: {shown} is not a valid path (it holds a NUL character)")
+    if file.is_dir():
+        file = file / "config.json"
+        if not file.is_file():
+            raise ValueError(f"config: the folder {shown} holds no config.json")
+    try:
+        size = file.stat().st_size
+        raw = file.read_bytes() if size <= MAX_CONFIG_BYTES else b""
+    except FileNotFoundError:
+        raise ValueError(f"config: no such file {shown}") from None
+    except OSError as err:
+        raise ValueError(f"config: cannot read {shown}: {err.strerror or err}") from None
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(f"config: {shown} is {size:,} bytes, too large for a config.json "
+                         f"(at most {MAX_CONFIG_BYTES:,})")
+    if not raw.strip():
+        raise ValueError(f"config: {shown} is empty")
+    try:
+        text = raw.decode("utf-8-sig")
+        if "\x00" in text:
+            raise UnicodeDecodeError("utf-8", raw, 0, 1, "NUL byte")
+    except UnicodeDecodeError:
+        raise ValueError(f"config: {shown} is not a text file (binary?); give a config.json") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"config: {shown} is not valid JSON ({err.msg}, line {err.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"config: {shown} nests JSON too deeply to read") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"config: {shown} holds a JSON {type(config).__name__}, not an object")
+    try:
+        return ModelConfig.from_hf_config(config, name=_config_name(config, file))
+    except RecursionError:
+        raise ValueError(f"config: {shown} nests JSON too deeply to read") from None
+    except ValueError as err:
+        raise ValueError(f"config {shown}: {err}") from None
+
+
+def _shown(path: Path, limit: int = 100) -> str:
+    """The path quoted, cut at the front when long: its end (the file's name) is what tells."""
+    text = str(path)
+    return repr(text) if len(text) <= limit else repr("…" + text[-(limit - 1):])
+
+
+def _config_name(config: dict, file: Path) -> str | None:
+    given = config.get("_name_or_path")
+    if isinstance(given, str) and given.strip():
+        return given.strip()
+    if file.stem != "config":
+        return file.stem
+    folder = file.resolve().parent
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
+    arch = config.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip():
+        return arch[0].strip()
+    return folder.name or None
 
 
 # ---- built-in models ------------------------------------------------------------------------
@@ -406,11 +623,17 @@ def list_models() -> list[str]:
     return sorted(_index())
 
 
+def _model_name(name) -> str:
+    """The built-in model ``name`` means (case, spaces, dashes, dots, underscores ignored)."""
+    return validate.choice("model", name, list_models())
+
+
 def get_model(name: str) -> ModelConfig:
-    """A built-in model by name (see ``list_models``), read from its stored ``config.json``."""
-    key = str(name).lower()
-    if key not in _index():
-        raise ValueError(f"unknown model {name!r}; built in: {', '.join(list_models())}")
+    """A built-in model by name (see ``list_models``), read from its stored ``config.json``.
+
+    ``"Llama_3-70B"`` finds ``llama-3-70b``; an unknown name is answered with the closest ones.
+    """
+    key = _model_name(name)
     config = json.loads((_MODELS / f"{key}.json").read_text())
     return ModelConfig.from_hf_config(config, name=key)
 
@@ -421,10 +644,6 @@ def model_info(name: str) -> dict:
     Keys: ``hf_repo``, ``params`` (published total), ``active_params`` (published per token,
     MoE only, else equal to ``params``), ``source`` (where the published figures are stated).
     """
-    index = _index()
-    key = str(name).lower()
-    if key not in index:
-        raise ValueError(f"unknown model {name!r}; built in: {', '.join(list_models())}")
-    info = dict(index[key])
+    info = dict(_index()[_model_name(name)])
     info.setdefault("active_params", info["params"])
     return info
