@@ -12,14 +12,13 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from . import hardware, validate
 from .dtypes import list_dtypes
 from .estimate import estimate, gpus_needed, max_batch
-from .models import SUPPORTED_MODEL_TYPES, ModelConfig, get_model, list_models, model_info
+from .models import SUPPORTED_MODEL_TYPES, get_model, list_models, load_config, model_info
 
 _GIB = 2**30
 
@@ -102,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     source = est.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="a built-in model, e.g. llama-3-70b (list: the "
                         "'models' command)")
-    source.add_argument("--config", type=Path, metavar="PATH",
+    source.add_argument("--config", metavar="PATH",
                         help="a Hugging Face config.json, or a folder holding one (a downloaded "
                         f"snapshot); model_type one of: {', '.join(SUPPORTED_MODEL_TYPES)}")
     est.add_argument("--gpu", required=True,
@@ -193,49 +192,6 @@ def _json(result) -> str:
 
 
 # --- estimate ------------------------------------------------------------------------------
-def _load_config(path: Path) -> ModelConfig:
-    """A config.json (or a folder holding one) as a ModelConfig named from its own fields."""
-    text = str(path)
-    if not text or text == ".":
-        raise ValueError("--config needs the path of a config.json or of a folder holding one")
-    if path.is_dir():
-        folder, path = path, path / "config.json"
-        if not path.is_file():
-            raise ValueError(f"--config: the folder {validate.shorten(str(folder), 80)} holds "
-                             "no config.json")
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise ValueError(f"--config: cannot read {validate.shorten(text, 80)}: "
-                         f"{err.strerror}") from None
-    try:
-        config = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(f"--config: {validate.shorten(text, 80)} is not a text file "
-                         "(a config.json is UTF-8 JSON)") from None
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--config: {validate.shorten(text, 80)} is not valid JSON "
-                         f"({err.msg}, line {err.lineno})") from None
-    except RecursionError:
-        raise ValueError(f"--config: {validate.shorten(text, 80)} is nested too deeply to be "
-                         "a config.json") from None
-    return ModelConfig.from_hf_config(config, name=_config_name(config, path))
-
-
-def _config_name(config, path: Path) -> str | None:
-    """The model's own name: ``_name_or_path``, else its architecture, else the folder's name."""
-    if isinstance(config, dict):
-        own = config.get("_name_or_path")
-        if isinstance(own, str) and own.strip():
-            return own.strip().rstrip("/").split("/")[-1]
-        arch = config.get("architectures")
-        if isinstance(arch, list) and arch and isinstance(arch[0], str):
-            return arch[0]
-    if path.stem != "config":
-        return path.stem
-    return path.resolve().parent.name or None
-
-
 def _points(args):
     """Every (batch, prompt, output, n_gpus) combination asked for, in order."""
     return [(b, p, o, n) for n in args.n_gpus for b in args.batch for p in args.prompt
@@ -243,7 +199,7 @@ def _points(args):
 
 
 def _estimate(args) -> str:
-    cfg = _load_config(args.config) if args.config else get_model(args.model)
+    cfg = load_config(args.config) if args.config is not None else get_model(args.model)
     chip = hardware.get_accelerator(args.gpu)
     mbu, mfu = validate.fraction("--mbu", args.mbu), validate.fraction("--mfu", args.mfu)
     queue = validate.real("--queue", args.queue, minimum=0, unit="seconds")
@@ -389,18 +345,19 @@ def _sweep_table(results: list[dict]) -> str:
 
 # --- listings ------------------------------------------------------------------------------
 def _models_table() -> str:
-    lines = [f"{'model':14s} {'params':>9s} {'active':>9s} {'layers':>6s} {'heads':>5s} "
-             f"{'kv':>4s} {'head_dim':>8s} {'KV/token':>9s} {'context':>8s}  Hugging Face repo"]
+    lines = [f"{'model':16s} {'params':>9s} {'active':>9s} {'layers':>6s} {'heads':>5s} "
+             f"{'kv':>6s} {'head_dim':>8s} {'KV/token':>9s} {'context':>8s}"]
     for name in list_models():
         cfg, info = get_model(name), model_info(name)
         kv = "latent" if cfg.is_mla else str(cfg.n_kv_heads)
         lines.append(
-            f"{name:14s} {cfg.n_params / 1e9:8.2f}B {cfg.n_active_params / 1e9:8.2f}B "
-            f"{cfg.n_layers:6d} {cfg.n_heads:5d} {kv:>4s} {cfg.head_dim:8d} "
-            f"{cfg.kv_cache_bytes_per_token('bf16') / 1e3:7.1f}kB {cfg.max_context:8d}  "
-            f"{info['hf_repo']}"
+            f"{name:16s} {cfg.n_params / 1e9:8.2f}B {cfg.n_active_params / 1e9:8.2f}B "
+            f"{cfg.n_layers:6d} {cfg.n_heads:5d} {kv:>6s} {cfg.head_dim:8d} "
+            f"{cfg.kv_cache_bytes_per_token('bf16') / 1e3:7.1f}kB {cfg.max_context:8d}"
         )
-    lines.append("KV/token: bytes of KV cache per token (all layers) in bf16, in kB (1e3 bytes)")
+        lines.append(f"{'':16s} attention: {cfg.attention_layers}; {info['hf_repo']}")
+    lines.append("KV/token: bytes of KV cache per token (all layers) in bf16, in kB (1e3 bytes); a "
+                 "windowed layer keeps at most its window")
     return "\n".join(lines)
 
 
