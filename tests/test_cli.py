@@ -7,8 +7,8 @@ import sys
 import pytest
 
 import llm_roofline as lr
+from llm_roofline.calculator import gpus_needed
 from llm_roofline.cli import main
-from llm_roofline.estimate import gpus_needed
 
 
 def run(capsys, *argv):

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import hardware
-from .estimate import estimate, gpus_needed, max_batch
+from .calculator import estimate, gpus_needed, max_batch
 from .models import ModelConfig, get_model, list_models, model_info
 
 _GIB = 2**30
