@@ -549,3 +549,99 @@ def test_mla_cache_traffic_and_the_absorbed_form():
     absorbed = F.op_elements(cfg, 1, 4096, 0, absorbed=True)
     naive = F.op_elements(cfg, 1, 4096, 0, absorbed=False)
     assert flops(naive) < flops(absorbed)  # prefill: the naive form is cheaper
+
+
+# --- precisions --------------------------------------------------------------------------------
+def test_every_estimate_names_its_three_precisions():
+    est = lr.estimate("llama-3-70b", H100, 1, 128, 8, weight_dtype="fp8", n_gpus=2)
+    assert (est.weight_dtype, est.kv_dtype, est.compute_dtype) == ("fp8_e4m3", "bf16", "fp8")
+    assert "weights fp8_e4m3, KV cache bf16, math fp8" in est.precision and "W8A8" in est.precision
+    int4 = lr.estimate("llama-3-70b", H100, 1, 128, 8, weight_dtype="int4", n_gpus=2)
+    assert int4.compute_dtype == "bf16" and "weight-only, W4A16" in int4.precision
+
+
+def test_weight_only_quantisation_cuts_bytes_only():
+    cfg = lr.get_model("llama-3-8b")
+    # fp8 weights with bf16 math, chosen by the user (W8A16): the weight matmuls' bytes halve
+    # and their FLOP time stays that of bf16; at batch 256 up_proj does 2 x 256 FLOPs per byte:
+    # compute-bound at the bf16 ridge (295), memory-bound at the fp8 one (591)
+    w8a16 = {r["op"]: r for r in decode_step(cfg, H100, 256, 1024, weight_dtype="fp8",
+                                               compute_dtype="bf16").breakdown()}
+    w8a8 = {r["op"]: r for r in decode_step(cfg, H100, 256, 1024, weight_dtype="fp8").breakdown()}
+    bf16 = {r["op"]: r for r in decode_step(cfg, H100, 256, 1024).breakdown()}
+    flops = 2 * 256 * 32 * 4096 * 14336  # up_proj by hand
+    assert w8a16["up_proj"]["bytes"] == bf16["up_proj"]["bytes"] / 2 == 32 * 4096 * 14336
+    assert w8a16["up_proj"]["time_s"] == pytest.approx(flops / H100.peak("bf16"))  # compute
+    assert w8a8["up_proj"]["time_s"] == pytest.approx(32 * 4096 * 14336 / H100.bandwidth)
+    # an fp8 checkpoint on an A100 (no fp8 math) is W8A16 by default: prefill at the bf16 peak
+    a100 = lr.get_accelerator("a100")
+    fp8, bf = (lr.estimate(cfg, a100, 8, 2048, 2, weight_dtype=w) for w in ("fp8", "bf16"))
+    assert fp8.compute_dtype == "bf16" and fp8.ttft_s == pytest.approx(bf.ttft_s, rel=0.02)
+    with pytest.raises(ValueError, match="no 'int4' peak"):
+        lr.estimate(cfg, H100, 1, 128, 8, weight_dtype="int4", compute_dtype="int4")
+
+
+def test_prefill_breakdown():
+    est = lr.estimate("llama-3-8b", H100, 2, 1000, 8)
+    rows = {r["op"]: r for r in est.breakdown("prefill")}
+    assert sum(r["share"] for r in rows.values()) == pytest.approx(1)
+    assert sum(r["time_s"] for r in rows.values()) == pytest.approx(est.ttft_s)
+    # the LM head runs on one position per sequence: 2 x 4096 x 128256 x 2 FLOPs
+    assert rows["lm_head"]["flops"] == 2 * 2 * 4096 * 128256
+    assert rows["q_proj"]["bound"] == "compute" and rows["q_proj"]["intensity"] == 2000
+    with pytest.raises(ValueError, match="phase"):
+        est.breakdown("decoding")
+    tp = lr.estimate("llama-3-70b", H100, 2, 1000, 8, n_gpus=4).breakdown("decode")
+    assert tp[-1]["op"] == "allreduce" and tp[-1]["bound"] == "interconnect"
+
+
+def test_closed_form_mean_equals_the_step_by_step_sum():
+    from llm_roofline.calculator import _decode_means, _decode_means_by_step
+    s = setup("llama-3-70b", H100, n_gpus=4, kv_dtype="fp8")
+    b, p, steps = np.array([1, 300, 3000]), np.array([5, 2000, 100]), np.array([1, 700, 50])
+    closed, by_step = _decode_means(s, b, p, steps), _decode_means_by_step(s, b, p, steps)
+    for k in closed:
+        for x, y in zip(closed[k], by_step[k], strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-9)
+
+
+# --- issue 14: extreme input never gives a wrong number --------------------------------------
+def test_huge_batches_are_exact_floats_not_int64_overflow():
+    cfg = lr.get_model("llama-3-8b")
+    mem = memory(cfg, "h200", 68719476736, 1024, 256)  # 2**36 users
+    assert mem.kv_cache == pytest.approx(2**36 * 1280 * 32 * 2 * 8 * 128 * 2, rel=1e-12)
+    assert mem.kv_cache > 0 and np.isfinite(mem.free) and not mem.free >= 0
+    est = lr.estimate(cfg, "h200", 68719476736, 1024, 256)
+    assert est.fits is False and np.isfinite(est.tpot_s) and np.isfinite(est.ttft_s)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(prompt_len=2**63), "prompt_len"),
+    (dict(prompt_len=9223372036854775808), "prompt_len"),
+    (dict(batch=2**62), "batch"),
+    (dict(batch=1e300), "batch"),
+    (dict(batch=4 + 3j), "batch"),
+    (dict(mbu=5e-324), "mbu"),
+    (dict(mfu=5e-324), "mfu"),
+    (dict(batch=float("inf")), "batch"),
+    (dict(n_gpus=np.int64(2**40)), "n_gpus"),
+])
+def test_extreme_input_is_a_clear_error(kwargs, match):
+    args = dict(model="llama-3-8b", accelerator="h200", batch=1, prompt_len=128, output_len=8)
+    with pytest.raises(ValueError, match=match):
+        lr.estimate(**(args | kwargs))
+
+
+def test_decode_step_context_past_the_limit():
+    with pytest.raises(ValueError, match="context"):
+        decode_step("llama-3-8b", "h100", 1, 2**63)
+
+
+def test_max_batch_is_not_its_search_cap():
+    # a tiny model: 64 bytes of KV cache per token and 400 bytes of logits per request, so far
+    # more than the old cap of 16,777,215 requests fit in 72 GiB
+    cfg = lr.ModelConfig(name="tiny", vocab_size=100, hidden_size=64, intermediate_size=128,
+                         n_layers=1, n_heads=4, n_kv_heads=1, head_dim=16)
+    most = max_batch(cfg, H100, 1, 1)
+    assert most > 2**24
+    assert memory(cfg, H100, most, 1, 1).free >= 0 > memory(cfg, H100, most + 1, 1, 1).free
