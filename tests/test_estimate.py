@@ -645,3 +645,28 @@ def test_max_batch_is_not_its_search_cap():
     most = max_batch(cfg, H100, 1, 1)
     assert most > 2**24
     assert memory(cfg, H100, most, 1, 1).free >= 0 > memory(cfg, H100, most + 1, 1, 1).free
+
+
+# --- the bound stays a bound -------------------------------------------------------------------
+@pytest.mark.parametrize(("model", "gpu", "n", "dtypes", "batch", "prompt", "output", "metric",
+                          "measured"), [
+    # TensorRT-LLM v0.7a, Llama-2-70B FP8, 8 x H200: 3,163 output tok/s per GPU
+    ("llama-2-70b", "h200", 8, ("fp8", "bf16"), 560, 128, 2048, "tok/s/gpu", 3163),
+    # TensorRT-LLM (PyTorch backend), DeepSeek-V3 FP8, 8 x H200, 1,024 users: 11,489 tok/s
+    ("deepseek-v3", "h200", 8, ("fp8", "bf16"), 1024, 1024, 2048, "tok/s", 11489.27),
+    # gpt-fast, Llama-2-70B BF16 on 8 x A100 (power-capped), batch 1: 62.5 tok/s per user
+    ("llama-2-70b", "a100", 8, ("bf16", "bf16"), 1, 5, 200, "tok/s/user", 62.5),
+    # NVIDIA NIM 1.8.0, Llama-3.1-70B FP8 on 2 x H100, batch 1: 18.91 ms inter-token latency
+    ("llama-3-70b", "h100", 2, ("fp8", "bf16"), 1, 500, 2000, "itl_ms", 18.91),
+    # vLLM 0.9.1 on 8 x MI300X, Llama-3.1-70B FP8 with FP8 KV, 3,200 users: 12,638.9 tok/s
+    ("llama-3-70b", "mi300x", 8, ("fp8", "fp8"), 3200, 128, 2048, "tok/s", 12638.9),
+])
+def test_published_engines_never_beat_the_bound(model, gpu, n, dtypes, batch, prompt, output,
+                                                metric, measured):
+    """Rows of /work/shared/data/measured-inference.csv (sources there): with mbu = mfu = 1,
+    latencies included, the calculator is never slower than a measured engine."""
+    est = lr.estimate(model, gpu, batch, prompt, output, weight_dtype=dtypes[0],
+                      kv_dtype=dtypes[1], n_gpus=n)
+    predicted = {"tok/s/gpu": batch * output / est.e2e_s / n, "tok/s": batch * output / est.e2e_s,
+                 "tok/s/user": 1 / est.tpot_s, "itl_ms": est.tpot_s * 1e3}[metric]
+    assert predicted <= measured if metric == "itl_ms" else predicted >= measured
