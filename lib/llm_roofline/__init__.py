@@ -7,6 +7,7 @@ computed here once. Modules, from data up:
 - ``roofline``, ``formulas``: attainable performance; FLOPs and bytes, derived with SymPy
 - ``calculator``: the VRAM and throughput calculator (``estimate``, ``decode_step``, ...)
 - ``serving``: speculative decoding, chunked prefill (mixed steps), prefill/decode disaggregation
+- ``parallel``: tensor x pipeline x expert parallel layouts (``Layout``, ``layout_needed``)
 - ``tiny``: a NumPy Llama that counts its own FLOPs and bytes
 - ``measure``: micro-benchmarks of the host
 """

@@ -184,6 +184,11 @@ class Setup:
         message = np.asarray(tokens, dtype=float) * self.model.hidden_size * self.sizes["act"]
         return 2 * self.model.n_layers * self.accelerator.allreduce_s(self.n_gpus, message)
 
+    def weight_bytes_by_op(self) -> dict[str, float]:
+        """Bytes of weights one GPU holds, per op (``ModelConfig.params_by_op`` times its share)."""
+        return {op: n * self.shares[op] * self.sizes["head" if op in _HEAD_OPS else "weight"]
+                for op, n in self.model.params_by_op().items()}
+
     def allreduce_bytes(self, tokens) -> Number:
         """Bytes each GPU sends (and receives) in those all-reduces."""
         message = np.asarray(tokens, dtype=float) * self.model.hidden_size * self.sizes["act"]
@@ -767,20 +772,12 @@ def _mean_of_max(m0, m1, c0, c1, n):
     return np.where(n > 1, (m0 + m1) / 2, m0) + excess / n
 
 
-def _weight_elements_per_gpu(cfg: ModelConfig, shares: dict[str, float]) -> tuple[float, float]:
-    """(body, embedding + head) parameters one GPU holds: each op's share of its weights."""
-    params = cfg.params_by_op()
-    body = sum(n * shares[op] for op, n in params.items() if op not in _HEAD_OPS)
-    return body, sum(params[op] * shares[op] for op in _HEAD_OPS)
-
-
 def _memory(s: Setup, b, p, o, reserve_fraction, prefill_chunk) -> Memory:
     reserve_fraction = validate.real("reserve_fraction", reserve_fraction, minimum=0, maximum=1,
                                      open_max=True)
     prefill_chunk = validate.integer("prefill_chunk (tokens)", prefill_chunk)
     cfg, n_gpus = s.model, s.n_gpus
-    body, head = _weight_elements_per_gpu(cfg, s.shares)
-    weights = body * s.sizes["weight"] + head * s.sizes["head"]
+    weights = sum(s.weight_bytes_by_op().values())
     bf, context = np.asarray(b, dtype=float), np.asarray(p + o, dtype=float)  # float64: no overflow
     kv_cache = bf * cfg.kv_cache_elements(context) * _kv_share(cfg, n_gpus) * s.sizes["kv"]
     tokens = np.minimum(bf * np.asarray(p, dtype=float), prefill_chunk)
