@@ -670,3 +670,24 @@ def test_published_engines_never_beat_the_bound(model, gpu, n, dtypes, batch, pr
     predicted = {"tok/s/gpu": batch * output / est.e2e_s / n, "tok/s": batch * output / est.e2e_s,
                  "tok/s/user": 1 / est.tpot_s, "itl_ms": est.tpot_s * 1e3}[metric]
     assert predicted <= measured if metric == "itl_ms" else predicted >= measured
+
+
+def test_a_windowed_kernel_is_averaged_step_by_step(monkeypatch):
+    """A sliding window makes the attention kernel's bytes saturate, not affine in the context:
+    the mean over the steps must still be exact. Simulate a 500-token window on every layer by
+    capping the cached tokens the KV ops see (formulas will do this itself for windowed models)."""
+    original = F.op_elements
+
+    def windowed(cfg, batch, n_new, n_past=0, **kw):
+        ops = original(cfg, batch, n_new, n_past, **kw)
+        capped = original(cfg, batch, n_new, np.minimum(n_past, 500 - n_new), **kw)
+        return ops | {op: capped[op] for op in ("kv_read", "attn_scores", "softmax",
+                                                "attn_values")}
+
+    monkeypatch.setattr(F, "op_elements", windowed)
+    cfg = lr.get_model("llama-3-8b")
+    est = lr.estimate(cfg, H100, 300, 300, 400)  # contexts 301 ... 699 cross the window
+    steps = [decode_step(cfg, H100, 300, c).time_s for c in range(301, 700)]
+    assert est.tpot_s == pytest.approx(np.mean(steps), rel=1e-12)
+    chord = (steps[0] + steps[-1]) / 2  # what an affine closed form would have given
+    assert abs(chord - est.tpot_s) > 1e-3 * est.tpot_s
