@@ -331,9 +331,9 @@ def test_tpot_never_falls_with_batch_and_memory_grows(model, prompt, output, dty
 
 def test_mean_of_max_matches_the_steps_one_by_one():
     cfg = lr.get_model("llama-3-8b")
-    s = setup(cfg, H100)
-    # batch 40: the attention kernel is memory-bound, the weight matmuls not yet compute-bound;
-    # batch 320 with fp8 KV: each kernel's own crossing happens inside the steps or not at all
+    # batch 40: every kernel with bytes memory-bound; 320 with fp8 KV and 2000: the weight
+    # matmuls compute-bound, attention memory-bound; the step-by-step sum of the per-kernel
+    # rooflines is the reference for the closed form
     for batch, kv in ((40, "bf16"), (320, "fp8"), (2000, "bf16")):
         s = setup(cfg, H100, kv_dtype=kv)
         est = lr.estimate(cfg, H100, batch, 16, 400, kv_dtype=kv)
