@@ -657,7 +657,8 @@ def _describe_precision(weights: str, kv: str, compute: str) -> str:
         kind = (f"weight-only, W{w:g}A{a:g}: {weights} weights cut the bytes, the math runs at "
                 f"the {compute} peak")
     elif w == a and w < 16:
-        kind = f"weights and activations, W{w:g}A{a:g}: half the bytes and the {compute} peak"
+        kind = (f"weights and activations, W{w:g}A{a:g}: {w:g}-bit weights and the {compute} "
+                f"peak")
     else:
         kind = f"W{w:g}A{a:g}"
     return f"weights {weights}, KV cache {kv}, math {compute} ({kind})"
