@@ -284,8 +284,7 @@ class Estimate:
     decode_flops: Number  # per GPU, mean over the decode steps
     allreduce_s: Number  # per decode step
     bandwidth_utilisation: Number
-    prefill_ops: tuple[dict, ...] = field(default=(), repr=False, compare=False)
-    decode_ops: tuple[dict, ...] = field(default=(), repr=False, compare=False)
+    phases: dict = field(default_factory=dict, repr=False, compare=False)  # for breakdown()
 
     @property
     def bound(self) -> Label:
@@ -321,7 +320,7 @@ class Estimate:
         time; the shares sum to 1). Values are arrays when the sizes are.
         """
         phase = validate.choice("phase", phase, ("prefill", "decode"))
-        return [dict(row) for row in (self.prefill_ops if phase == "prefill" else self.decode_ops)]
+        return list(_rows(*self.phases[phase]))
 
 
 def estimate(
@@ -383,8 +382,8 @@ def estimate(
         throughput_tok_s=_out(b / tpot), decode_bytes=_out(moved), decode_flops=_out(flops),
         allreduce_s=_out(decode_ar),
         bandwidth_utilisation=_out(moved / tpot / s.accelerator.bandwidth),
-        prefill_ops=_rows(s, prefill, prefill_times, prefill_ar + queue, b * p.astype(float)),
-        decode_ops=_rows(s, decode, decode_times, decode_ar, b),
+        phases={"prefill": (s, prefill, prefill_times, prefill_ar + queue, b * p.astype(float)),
+                "decode": (s, decode, decode_times, decode_ar, b)},
     )
 
 
@@ -399,11 +398,11 @@ class DecodeStep:
     bytes: Number
     flops: Number
     allreduce_s: Number
-    ops: tuple[dict, ...] = field(default=(), repr=False, compare=False)
+    phase: tuple = field(default=(), repr=False, compare=False)  # for breakdown()
 
     def breakdown(self) -> list[dict]:
         """Per kernel rows, as ``Estimate.breakdown``."""
-        return [dict(row) for row in self.ops]
+        return list(_rows(*self.phase))
 
 
 def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch, context, *,
@@ -432,7 +431,7 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
         bytes=_out(sum(m for _, m in costs.values())),
         flops=_out(sum(f for f, _ in costs.values())),
         allreduce_s=_out(allreduce),
-        ops=_rows(s, costs, times, allreduce, b),
+        phase=(s, costs, times, allreduce, b),
     )
 
 
