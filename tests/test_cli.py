@@ -73,9 +73,13 @@ def test_a_model_that_does_not_fit_says_what_would_and_labels_latencies(capsys):
 
 def test_precisions_are_always_printed(capsys):
     _, out, _ = run(capsys, *SEVENTY_B)
-    assert "weights fp8_e4m3, KV cache bf16 (the default; --kv-dtype to change), tensor math fp8" in out
+    est = lr.estimate("llama-3-70b", "h100", 32, 7680, 256, weight_dtype="fp8", n_gpus=2)
+    assert f"precisions: {est.precision}\n" in out and "KV cache bf16" in est.precision
+    assert "fp8" in est.compute_dtype and "the KV cache stays bf16 whatever --dtype is" in out
     _, out, _ = run(capsys, *SEVENTY_B, "--kv-dtype", "fp8")
-    assert "KV cache fp8_e4m3, tensor math fp8" in out and "the default" not in out
+    assert "KV cache fp8" in out and "stays bf16" not in out
+    _, out, _ = run(capsys, *SEVENTY_B, "--compute-dtype", "bf16")  # weight-only FP8 (W8A16)
+    assert "math bf16" in out
 
 
 def test_the_amortised_line_only_where_it_is_true(capsys):
@@ -118,7 +122,7 @@ def test_config_folder_and_the_models_own_name(capsys, tmp_path):
     (snapshot / "config.json").write_text(json.dumps({**config, "_name_or_path": "Qwen/Qwen2.5-7B"}))
     result = strict_json(run(capsys, "estimate", "--config", str(snapshot), "--gpu", "a100",
                              "--json", "--batch", "4", "--mbu", "0.7", "--queue", "0.1")[1])
-    assert result["model"] == "Qwen2.5-7B"
+    assert result["model"] == "Qwen/Qwen2.5-7B"  # the config's own name, not "config"
     est = lr.estimate(lr.get_model("qwen2.5-7b"), "a100", 4, 2048, 256, mbu=0.7, queue_s=0.1)
     assert result["tpot_s"] == pytest.approx(est.tpot_s)
     assert result["ttft_s"] == pytest.approx(est.ttft_s)
@@ -152,7 +156,7 @@ def test_listings(capsys):
         (["estimate", "--model", "llama3-70b", "--gpu", "h101"], "unknown accelerator"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--batch", "0"], "--batch"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--batch", "x"], "--batch"),
-        (["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--batch", "68719476736"],
+        (["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--batch", str(2**41)],
          "--batch"),
         (["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--prompt",
           "9223372036854775808"], "--prompt"),
@@ -164,8 +168,8 @@ def test_listings(capsys):
          "max_context"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--dtype", "fp7"], "fp7"),
         (["estimate", "--gpu", "h100"], "--model"),
-        (["estimate", "--config", "/no/such/config.json", "--gpu", "h100"], "cannot read"),
-        (["estimate", "--config", "", "--gpu", "h100"], "--config needs"),
+        (["estimate", "--config", "/no/such/config.json", "--gpu", "h100"], "no such file"),
+        (["estimate", "--config", "", "--gpu", "h100"], "config path is empty"),
         (["frobnicate"], "invalid choice"),
         ([], "COMMAND"),
     ],
@@ -175,6 +179,16 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("llm_roofline: error:") and message in err
     assert len(err) < 400  # a long bad value is shortened
+
+
+def test_a_huge_batch_is_priced_exactly_not_overflowed(capsys):
+    """The issue's 2**36 users: once a negative KV cache that 'fits'; now an exact, huge one."""
+    result = strict_json(run(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "h200",
+                             "--batch", "68719476736", "--json")[1])
+    per_token = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, 2 bytes
+    assert result["memory_gib_per_gpu"]["kv_cache"] == pytest.approx(
+        68719476736 * (2048 + 256) * per_token / GIB, rel=1e-12)
+    assert result["fits"] is False and result["memory_gib_per_gpu"]["free"] < 0
 
 
 def test_model_names_get_suggestions(capsys):

@@ -8,16 +8,15 @@ from hypothesis import strategies as st
 
 import llm_roofline as lr
 from llm_roofline import formulas as F
-from llm_roofline.estimate import (
-    _decode_step,
+from llm_roofline.calculator import (
     _mean_of_max,
-    _shares,
-    _sizes,
     critical_batch,
+    critical_batches,
     decode_step,
     gpus_needed,
     max_batch,
     memory,
+    setup,
 )
 
 H100 = lr.get_accelerator("h100-sxm")
@@ -208,12 +207,41 @@ def test_fp8_halves_weight_traffic_and_doubles_the_peak():
 def test_tensor_parallel_adds_allreduce_time():
     cfg = lr.get_model("llama-3-70b")
     est = lr.estimate(cfg, H100, 32, 1024, 64, n_gpus=4)
-    # 2 all-reduces per layer of 32 x 8192 bf16 values; ring: 2 * 3/4 of it each way at 450 GB/s
-    assert est.allreduce_s == pytest.approx(2 * 80 * 1.5 * 32 * 8192 * 2 / 450e9)
+    # 2 all-reduces per layer of 32 x 8192 bf16 values; ring: 2 * 3/4 of it each way at 450 GB/s,
+    # plus 3 us of latency each (the data's NVLink figure)
+    assert est.allreduce_s == pytest.approx(2 * 80 * (1.5 * 32 * 8192 * 2 / 450e9 + 3e-6))
     assert lr.estimate(cfg, H100, 32, 1024, 64, n_gpus=1).allreduce_s == 0
     # a pair of MI300X shares one 128 GB/s link (64 GB/s each way), not the 896 GB/s of seven
     pair = lr.estimate(cfg, "mi300x", 32, 1024, 64, n_gpus=2)
-    assert pair.allreduce_s == pytest.approx(2 * 80 * 1.0 * 32 * 8192 * 2 / 64e9)
+    assert pair.allreduce_s == pytest.approx(2 * 80 * (1.0 * 32 * 8192 * 2 / 64e9 + 3e-6))
+
+
+def test_latency_dominates_small_batch_allreduces():
+    # the issue's example: Llama-3-70B on 2 GPUs, 160 all-reduces per step; at batch 1 the
+    # bytes (8192 x 2 bytes, half each way at 450 GB/s) take 0.006 ms, the latency 0.48 ms
+    step = decode_step("llama-3-70b", H100, 1, 1024, n_gpus=2)
+    assert step.allreduce_s == pytest.approx(160 * (8192 * 2 / 450e9 + 3e-6))
+    assert 160 * 8192 * 2 / 450e9 == pytest.approx(5.8e-6, rel=0.01)
+
+
+def test_tensor_parallelism_beyond_the_nvlink_domain():
+    h100 = H100
+    assert (h100.domain_size, h100.network_bandwidth, h100.network_latency_s) == (8, 100e9, 5e-6)
+    assert [h100.nodes(n) for n in (1, 8, 9, 16)] == [1, 1, 2, 2]
+    # 16-way: reduce-scatter + all-gather inside each node of 8 over NVLink (ring bytes
+    # 2*7/8*m at 450 GB/s), then each GPU's m/8 shard across the 2 nodes over the network
+    # (2*1/2*m/8 at 50 GB/s each way), plus both latencies
+    m = 4 * 7168 * 2  # batch 4, DeepSeek-V3's hidden size, bf16
+    by_hand = 2 * 7 / 8 * m / 450e9 + 3e-6 + 1 * m / 8 / 50e9 + 5e-6
+    assert h100.allreduce_s(16, m) == pytest.approx(by_hand)
+    est = lr.estimate("deepseek-v3", h100, 4, 1024, 16, n_gpus=16, weight_dtype="fp8")
+    assert est.nodes == 2 and est.allreduce_s == pytest.approx(2 * 61 * by_hand)
+    # 32 H100s for DeepSeek-V3 in BF16 are 4 nodes
+    assert h100.nodes(gpus_needed("deepseek-v3", h100, 1, 1024, 128)) == 4
+    # RTX 4090s over PCIe have no network in the data: more than 8 cannot be linked
+    with pytest.raises(ValueError, match="no network"):
+        lr.estimate("llama-3-70b", "rtx 4090", 1, 128, 8, n_gpus=16)
+    assert gpus_needed("deepseek-v3", "rtx 4090", 1, 1024, 128, max_gpus=64) is None
 
 
 def test_decode_step_is_one_step_of_estimate():
@@ -223,26 +251,98 @@ def test_decode_step_is_one_step_of_estimate():
         step = decode_step(cfg, H100, batch, prompt + 1, **options)  # reads the prompt, adds one
         est = lr.estimate(cfg, H100, batch, prompt, 2, **options)
         assert (step.time_s, step.bound, step.bytes, step.flops, step.allreduce_s) == (
-            est.tpot_s, est.bound, est.decode_bytes, est.decode_flops, est.allreduce_s)
+            est.tpot_s, est.decode_bound, est.decode_bytes, est.decode_flops, est.allreduce_s)
     steps = decode_step(cfg, H100, np.array([1, 400]), 2)
     assert list(steps.bound) == ["memory", "compute"]
-    with pytest.raises(ValueError, match="context must be at most"):
+    with pytest.raises(ValueError, match="context must be an integer from 1 to 8,192"):
         decode_step(cfg, H100, 1, 8193)
+
+
+def test_decode_step_is_a_sum_of_per_kernel_rooflines_by_hand():
+    """Llama-3-8B, batch 64, context 1024, one H100 in bf16: every kernel counted from the
+    config's numbers (d 4096, 32 layers, 32 heads of 128, 8 KV heads, MLP 14336, vocab 128256)."""
+    d, n, hd, kvd, ff, vocab, batch, ctx = 4096, 32, 128, 1024, 14336, 128256, 64, 1024
+    pairs = batch * 32 * ctx  # (query, key) pairs per layer: one new token sees ctx keys
+    kernels = {  # (FLOPs, compulsory bytes at 2 bytes per weight and per cached number)
+        "embed": (0, batch * d * 2),
+        "attn_norm": (n * 4 * batch * d, n * d * 2), "mlp_norm": (n * 4 * batch * d, n * d * 2),
+        "q_proj": (n * 2 * batch * d * d, n * d * d * 2),
+        "k_proj": (n * 2 * batch * d * kvd, n * d * kvd * 2),
+        "v_proj": (n * 2 * batch * d * kvd, n * d * kvd * 2),
+        "rope": (n * 3 * batch * (d + kvd), 0),
+        "kv_write": (0, n * 2 * batch * kvd * 2),
+        "attention": (n * (2 * hd + 6 + 2 * hd) * pairs, n * 2 * batch * ctx * kvd * 2),
+        "o_proj": (n * 2 * batch * d * d, n * d * d * 2),
+        "residual": (n * 2 * batch * d, 0),
+        "gate_proj": (n * 2 * batch * d * ff, n * d * ff * 2),
+        "up_proj": (n * 2 * batch * d * ff, n * d * ff * 2),
+        "mlp_act": (n * 5 * batch * ff, 0),
+        "down_proj": (n * 2 * batch * ff * d, n * ff * d * 2),
+        "final_norm": (4 * batch * d, d * 2),
+        "lm_head": (2 * batch * d * vocab, vocab * d * 2),
+    }
+    peak, bw = H100.peak("bf16"), H100.bandwidth
+    per_kernel = sum(max(f / peak, m / bw) for f, m in kernels.values())
+    step = decode_step("llama-3-8b", H100, batch, ctx)
+    assert step.time_s == pytest.approx(per_kernel, rel=1e-12)
+    assert step.flops == pytest.approx(sum(f for f, _ in kernels.values()), rel=1e-12)
+    assert step.bytes == pytest.approx(sum(m for _, m in kernels.values()), rel=1e-12)
+    # one max over the whole step would be smaller: it overlaps the cache reads with the math
+    assert max(step.flops / peak, step.bytes / bw) < step.time_s
+    rows = {r["op"]: r for r in step.breakdown()}
+    assert sorted(rows) == sorted(kernels)
+    assert rows["attention"]["intensity"] == pytest.approx((4 * hd + 6) * 32 / (2 * kvd * 2))
+    assert sum(r["share"] for r in rows.values()) == pytest.approx(1)
+    assert rows["rope"]["intensity"] is None and rows["embed"]["bound"] == "memory"
+
+
+def test_the_issues_before_and_after():
+    """Issue 7.1: Llama-3-70B on 8 x H100, batch 1024, context 1024: per-kernel 30.8 ms against
+    18.3 ms for one max over the whole step; 4 x H100 FP8, batch 1115 (prompts 1024, 256
+    tokens out, mean context 1152): 35.3 against 21.0 ms. All-reduces not included."""
+    peak, bw = H100.peak("bf16"), H100.bandwidth
+    step = decode_step("llama-3-70b", H100, 1024, 1024, n_gpus=8)
+    assert (step.time_s - step.allreduce_s) * 1e3 == pytest.approx(30.8, abs=0.05)
+    assert max(step.flops / peak, step.bytes / bw) * 1e3 == pytest.approx(18.3, abs=0.05)
+    est = lr.estimate("llama-3-70b", H100, 1115, 1024, 256, weight_dtype="fp8", kv_dtype="fp8",
+                      n_gpus=4)
+    assert (est.tpot_s - est.allreduce_s) * 1e3 == pytest.approx(35.3, abs=0.05)
+    mid = decode_step("llama-3-70b", H100, 1115, 1152, weight_dtype="fp8", kv_dtype="fp8",
+                      n_gpus=4)
+    lumped = max(mid.flops / H100.peak("fp8"), mid.bytes / bw)
+    assert lumped * 1e3 == pytest.approx(21.0, abs=0.05)
+
+
+@settings(max_examples=20, deadline=None)
+@given(model=st.sampled_from(["llama-3-8b", "mixtral-8x7b", "deepseek-v3", "llama-2-7b"]),
+       prompt=st.integers(1, 3000), output=st.integers(1, 300),
+       dtype=st.sampled_from(["bf16", "fp8", "int4"]), n_gpus=st.sampled_from([1, 2, 8]))
+def test_tpot_never_falls_with_batch_and_memory_grows(model, prompt, output, dtype, n_gpus):
+    batch = np.array([1, 2, 3, 16, 100, 333, 1000, 4096])
+    est = lr.estimate(model, H100, batch, prompt, output, weight_dtype=dtype, n_gpus=n_gpus)
+    assert np.all(np.diff(est.tpot_s) >= 0) and np.all(np.diff(est.ttft_s) >= 0)
+    np.testing.assert_allclose(est.throughput_tok_s, batch / est.tpot_s)
+    assert np.all(np.diff(est.memory.used) > 0)
+    longer = lr.estimate(model, H100, batch, prompt, output + 1, weight_dtype=dtype,
+                         n_gpus=n_gpus)
+    assert np.all(longer.memory.kv_cache > est.memory.kv_cache)
+    assert np.all(np.isfinite(est.tpot_s)) and np.all(np.isfinite(est.ttft_s))
 
 
 def test_mean_of_max_matches_the_steps_one_by_one():
     cfg = lr.get_model("llama-3-8b")
-    shares, sizes = _shares(cfg, 1), _sizes("bf16", "bf16", "bf16", 128)
-    ridge = H100.peak("bf16") / H100.bandwidth
-    # batch 320 starts compute-bound and turns memory-bound as the context grows
-    est = lr.estimate(cfg, H100, 320, 16, 400)
-    steps = []
-    for n_past in range(16, 16 + 399):
-        flops, moved = _decode_step(cfg, 320, n_past, shares, sizes)
-        steps.append(max(flops / H100.peak("bf16"), moved / H100.bandwidth))
-    assert est.tpot_s == pytest.approx(np.mean(steps), rel=1e-9)
-    first, last = (_decode_step(cfg, 320, n, shares, sizes) for n in (16, 414))
-    assert first[0] > ridge * first[1] and last[0] < ridge * last[1]  # the crossing is inside
+    # batch 40: every kernel with bytes memory-bound; 320 with fp8 KV and 2000: the weight
+    # matmuls compute-bound, attention memory-bound; the step-by-step sum of the per-kernel
+    # rooflines is the reference for the closed form
+    for batch, kv in ((40, "bf16"), (320, "fp8"), (2000, "bf16")):
+        s = setup(cfg, H100, kv_dtype=kv)
+        est = lr.estimate(cfg, H100, batch, 16, 400, kv_dtype=kv)
+        steps = []
+        for n_past in range(16, 16 + 399):
+            costs = s.pass_costs(batch, 1, n_past, absorbed=True)
+            steps.append(sum(max(f / H100.peak("bf16"), (w + k) / H100.bandwidth)
+                             for f, w, k in costs.values()))
+        assert est.tpot_s == pytest.approx(np.mean(steps), rel=1e-9)
 
 
 @given(m0=st.floats(0, 10), m1=st.floats(0, 10), c0=st.floats(0, 10), c1=st.floats(0, 10),
@@ -253,17 +353,46 @@ def test_mean_of_max_against_brute_force(m0, m1, c0, c1, n):
     assert _mean_of_max(m0, m1, c0, c1, n) == pytest.approx(brute, rel=1e-9, abs=1e-12)
 
 
-def test_critical_batch_is_the_ridge_for_weights_and_none_for_long_gqa_contexts():
-    cfg = lr.get_model("llama-3-8b")
-    b = critical_batch(cfg, H100, 1)
-    assert b == 297  # ridge 295.3 plus a little for the 16-bit head's and KV's bytes
-    # one decode step (output_len 2) after a 1-token prompt runs at context 2
-    b2 = critical_batch(cfg, H100, 2)
-    assert lr.estimate(cfg, H100, b2, 1, 2).bound == "compute"
-    assert lr.estimate(cfg, H100, b2 - 1, 1, 2).bound == "memory"
-    # at 2,048 tokens the KV cache (4 query heads per KV head: ~4 FLOPs per byte) dominates
-    assert critical_batch(cfg, H100, 2048) is None
-    assert list(critical_batch(cfg, H100, np.array([1, 2048]))) == [297, -1]
+def test_critical_batch_is_where_the_weight_matmuls_turn_compute_bound():
+    # by hand: a weight matmul does 2 FLOPs per weight per token and reads the weight once, so
+    # it is compute-bound from 2 * B / bytes_per_weight >= ridge: B >= 295.3 / 1 (bf16)
+    ridge = H100.peak("bf16") / H100.bandwidth
+    assert critical_batch("llama-3-8b", H100) == int(np.ceil(ridge * 2 / 2)) == 296
+    # fp8 weights with fp8 math: half the bytes, twice the peak, but the LM head keeps 16-bit
+    # weights: 2B(P_body + P_head) / peak_fp8 >= (P_body + 2 P_head) / bandwidth
+    body = 32 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336)  # q, k, v, o; MLP
+    head = 128256 * 4096
+    by_hand = H100.ridge("fp8") * (body + 2 * head) / (2 * (body + head))
+    assert critical_batch("llama-3-8b", H100, weight_dtype="fp8") == int(np.ceil(by_hand)) == 317
+    # fp8 weights on an A100 (no fp8 math, W8A16): half the bytes at the bf16 peak
+    a100 = lr.get_accelerator("a100")
+    by_hand = a100.ridge("bf16") * (body + 2 * head) / (2 * (body + head))
+    assert critical_batch("llama-3-8b", a100, weight_dtype="fp8") == int(np.ceil(by_hand)) == 82
+    # the answer is the batch where decode_step's weight matmul rows turn compute
+    rows = {r["op"]: r for r in decode_step("llama-3-8b", H100, 296, 2048).breakdown()}
+    assert rows["q_proj"]["bound"] == rows["down_proj"]["bound"] == "compute"
+    assert rows["attention"]["bound"] == "memory"  # the KV cache never turns
+    rows = {r["op"]: r for r in decode_step("llama-3-8b", H100, 295, 2048).breakdown()}
+    assert rows["q_proj"]["bound"] == "memory"
+    assert critical_batch("llama-3-8b", H100, limit=100) is None
+    with pytest.raises(ValueError, match="limit"):
+        critical_batch("llama-3-8b", H100, limit=0)
+
+
+def test_critical_batches_per_kernel():
+    crit = critical_batches("llama-3-8b", H100, 2048)
+    assert crit["q_proj"] == crit["gate_proj"] == crit["lm_head"] == 296
+    assert crit["attention"] is None  # intensity about 4 (32 heads over 8 KV heads) per byte
+    assert crit["kv_write"] is None and crit["embed"] is None  # no FLOPs
+    assert crit["rope"] == 1  # math without compulsory bytes
+    # MLA's absorbed attention: 128 heads against one 576-number latent; by hand per layer and
+    # cached token: FLOPs 2*128*576 (scores) + 6*128 (softmax) + 2*128*512 (values), bytes 576
+    # at fp8: 485 FLOPs per byte, above the bf16 ridge (295), below the fp8 one (591)
+    intensity = (2 * 128 * 576 + 6 * 128 + 2 * 128 * 512) / 576
+    assert H100.ridge("bf16") < intensity < H100.ridge("fp8")
+    bf16_math = critical_batches("deepseek-v3", H100, 4096, kv_dtype="fp8")
+    fp8_math = critical_batches("deepseek-v3", H100, 4096, weight_dtype="fp8", kv_dtype="fp8")
+    assert bf16_math["attention"] == 1 and fp8_math["attention"] is None
 
 
 def test_moe_decode_reads_the_experts_the_batch_touches():
@@ -420,3 +549,145 @@ def test_mla_cache_traffic_and_the_absorbed_form():
     absorbed = F.op_elements(cfg, 1, 4096, 0, absorbed=True)
     naive = F.op_elements(cfg, 1, 4096, 0, absorbed=False)
     assert flops(naive) < flops(absorbed)  # prefill: the naive form is cheaper
+
+
+# --- precisions --------------------------------------------------------------------------------
+def test_every_estimate_names_its_three_precisions():
+    est = lr.estimate("llama-3-70b", H100, 1, 128, 8, weight_dtype="fp8", n_gpus=2)
+    assert (est.weight_dtype, est.kv_dtype, est.compute_dtype) == ("fp8_e4m3", "bf16", "fp8")
+    assert "weights fp8_e4m3, KV cache bf16, math fp8" in est.precision and "W8A8" in est.precision
+    int4 = lr.estimate("llama-3-70b", H100, 1, 128, 8, weight_dtype="int4", n_gpus=2)
+    assert int4.compute_dtype == "bf16" and "weight-only, W4A16" in int4.precision
+
+
+def test_weight_only_quantisation_cuts_bytes_only():
+    cfg = lr.get_model("llama-3-8b")
+    # fp8 weights with bf16 math, chosen by the user (W8A16): the weight matmuls' bytes halve
+    # and their FLOP time stays that of bf16; at batch 256 up_proj does 2 x 256 FLOPs per byte:
+    # compute-bound at the bf16 ridge (295), memory-bound at the fp8 one (591)
+    w8a16 = {r["op"]: r for r in decode_step(cfg, H100, 256, 1024, weight_dtype="fp8",
+                                               compute_dtype="bf16").breakdown()}
+    w8a8 = {r["op"]: r for r in decode_step(cfg, H100, 256, 1024, weight_dtype="fp8").breakdown()}
+    bf16 = {r["op"]: r for r in decode_step(cfg, H100, 256, 1024).breakdown()}
+    flops = 2 * 256 * 32 * 4096 * 14336  # up_proj by hand
+    assert w8a16["up_proj"]["bytes"] == bf16["up_proj"]["bytes"] / 2 == 32 * 4096 * 14336
+    assert w8a16["up_proj"]["time_s"] == pytest.approx(flops / H100.peak("bf16"))  # compute
+    assert w8a8["up_proj"]["time_s"] == pytest.approx(32 * 4096 * 14336 / H100.bandwidth)
+    # an fp8 checkpoint on an A100 (no fp8 math) is W8A16 by default: prefill at the bf16 peak
+    a100 = lr.get_accelerator("a100")
+    fp8, bf = (lr.estimate(cfg, a100, 8, 2048, 2, weight_dtype=w) for w in ("fp8", "bf16"))
+    assert fp8.compute_dtype == "bf16" and fp8.ttft_s == pytest.approx(bf.ttft_s, rel=0.02)
+    with pytest.raises(ValueError, match="no 'int4' peak"):
+        lr.estimate(cfg, H100, 1, 128, 8, weight_dtype="int4", compute_dtype="int4")
+
+
+def test_prefill_breakdown():
+    est = lr.estimate("llama-3-8b", H100, 2, 1000, 8)
+    rows = {r["op"]: r for r in est.breakdown("prefill")}
+    assert sum(r["share"] for r in rows.values()) == pytest.approx(1)
+    assert sum(r["time_s"] for r in rows.values()) == pytest.approx(est.ttft_s)
+    # the LM head runs on one position per sequence: 2 x 4096 x 128256 x 2 FLOPs
+    assert rows["lm_head"]["flops"] == 2 * 2 * 4096 * 128256
+    assert rows["q_proj"]["bound"] == "compute" and rows["q_proj"]["intensity"] == 2000
+    with pytest.raises(ValueError, match="phase"):
+        est.breakdown("decoding")
+    tp = lr.estimate("llama-3-70b", H100, 2, 1000, 8, n_gpus=4).breakdown("decode")
+    assert tp[-1]["op"] == "allreduce" and tp[-1]["bound"] == "interconnect"
+
+
+def test_closed_form_mean_equals_the_step_by_step_sum():
+    from llm_roofline.calculator import _decode_means, _decode_means_by_step
+    s = setup("llama-3-70b", H100, n_gpus=4, kv_dtype="fp8")
+    b, p, steps = np.array([1, 300, 3000]), np.array([5, 2000, 100]), np.array([1, 700, 50])
+    closed, by_step = _decode_means(s, b, p, steps), _decode_means_by_step(s, b, p, steps)
+    for k in closed:
+        for x, y in zip(closed[k], by_step[k], strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-9)
+
+
+# --- issue 14: extreme input never gives a wrong number --------------------------------------
+def test_huge_batches_are_exact_floats_not_int64_overflow():
+    cfg = lr.get_model("llama-3-8b")
+    mem = memory(cfg, "h200", 68719476736, 1024, 256)  # 2**36 users
+    assert mem.kv_cache == pytest.approx(2**36 * 1280 * 32 * 2 * 8 * 128 * 2, rel=1e-12)
+    assert mem.kv_cache > 0 and np.isfinite(mem.free) and not mem.free >= 0
+    est = lr.estimate(cfg, "h200", 68719476736, 1024, 256)
+    assert est.fits is False and np.isfinite(est.tpot_s) and np.isfinite(est.ttft_s)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(prompt_len=2**63), "prompt_len"),
+    (dict(prompt_len=9223372036854775808), "prompt_len"),
+    (dict(batch=2**62), "batch"),
+    (dict(batch=1e300), "batch"),
+    (dict(batch=4 + 3j), "batch"),
+    (dict(mbu=5e-324), "mbu"),
+    (dict(mfu=5e-324), "mfu"),
+    (dict(batch=float("inf")), "batch"),
+    (dict(n_gpus=np.int64(2**40)), "n_gpus"),
+])
+def test_extreme_input_is_a_clear_error(kwargs, match):
+    args = dict(model="llama-3-8b", accelerator="h200", batch=1, prompt_len=128, output_len=8)
+    with pytest.raises(ValueError, match=match):
+        lr.estimate(**(args | kwargs))
+
+
+def test_decode_step_context_past_the_limit():
+    with pytest.raises(ValueError, match="context"):
+        decode_step("llama-3-8b", "h100", 1, 2**63)
+
+
+def test_max_batch_is_not_its_search_cap():
+    # a tiny model: 64 bytes of KV cache per token and 400 bytes of logits per request, so far
+    # more than the old cap of 16,777,215 requests fit in 72 GiB
+    cfg = lr.ModelConfig(name="tiny", vocab_size=100, hidden_size=64, intermediate_size=128,
+                         n_layers=1, n_heads=4, n_kv_heads=1, head_dim=16)
+    most = max_batch(cfg, H100, 1, 1)
+    assert most > 2**24
+    assert memory(cfg, H100, most, 1, 1).free >= 0 > memory(cfg, H100, most + 1, 1, 1).free
+
+
+# --- the bound stays a bound -------------------------------------------------------------------
+@pytest.mark.parametrize(("model", "gpu", "n", "dtypes", "batch", "prompt", "output", "metric",
+                          "measured"), [
+    # TensorRT-LLM v0.7a, Llama-2-70B FP8, 8 x H200: 3,163 output tok/s per GPU
+    ("llama-2-70b", "h200", 8, ("fp8", "bf16"), 560, 128, 2048, "tok/s/gpu", 3163),
+    # TensorRT-LLM (PyTorch backend), DeepSeek-V3 FP8, 8 x H200, 1,024 users: 11,489 tok/s
+    ("deepseek-v3", "h200", 8, ("fp8", "bf16"), 1024, 1024, 2048, "tok/s", 11489.27),
+    # gpt-fast, Llama-2-70B BF16 on 8 x A100 (power-capped), batch 1: 62.5 tok/s per user
+    ("llama-2-70b", "a100", 8, ("bf16", "bf16"), 1, 5, 200, "tok/s/user", 62.5),
+    # NVIDIA NIM 1.8.0, Llama-3.1-70B FP8 on 2 x H100, batch 1: 18.91 ms inter-token latency
+    ("llama-3-70b", "h100", 2, ("fp8", "bf16"), 1, 500, 2000, "itl_ms", 18.91),
+    # vLLM 0.9.1 on 8 x MI300X, Llama-3.1-70B FP8 with FP8 KV, 3,200 users: 12,638.9 tok/s
+    ("llama-3-70b", "mi300x", 8, ("fp8", "fp8"), 3200, 128, 2048, "tok/s", 12638.9),
+])
+def test_published_engines_never_beat_the_bound(model, gpu, n, dtypes, batch, prompt, output,
+                                                metric, measured):
+    """Rows of /work/shared/data/measured-inference.csv (sources there): with mbu = mfu = 1,
+    latencies included, the calculator is never slower than a measured engine."""
+    est = lr.estimate(model, gpu, batch, prompt, output, weight_dtype=dtypes[0],
+                      kv_dtype=dtypes[1], n_gpus=n)
+    predicted = {"tok/s/gpu": batch * output / est.e2e_s / n, "tok/s": batch * output / est.e2e_s,
+                 "tok/s/user": 1 / est.tpot_s, "itl_ms": est.tpot_s * 1e3}[metric]
+    assert predicted <= measured if metric == "itl_ms" else predicted >= measured
+
+
+def test_a_windowed_kernel_is_averaged_step_by_step(monkeypatch):
+    """A sliding window makes the attention kernel's bytes saturate, not affine in the context:
+    the mean over the steps must still be exact. Simulate a 500-token window on every layer by
+    capping the cached tokens the KV ops see (formulas will do this itself for windowed models)."""
+    original = F.op_elements
+
+    def windowed(cfg, batch, n_new, n_past=0, **kw):
+        ops = original(cfg, batch, n_new, n_past, **kw)
+        capped = original(cfg, batch, n_new, np.minimum(n_past, 500 - n_new), **kw)
+        return ops | {op: capped[op] for op in ("kv_read", "attn_scores", "softmax",
+                                                "attn_values")}
+
+    monkeypatch.setattr(F, "op_elements", windowed)
+    cfg = lr.get_model("llama-3-8b")
+    est = lr.estimate(cfg, H100, 300, 300, 400)  # contexts 301 ... 699 cross the window
+    steps = [decode_step(cfg, H100, 300, c).time_s for c in range(301, 700)]
+    assert est.tpot_s == pytest.approx(np.mean(steps), rel=1e-12)
+    chord = (steps[0] + steps[-1]) / 2  # what an affine closed form would have given
+    assert abs(chord - est.tpot_s) > 1e-3 * est.tpot_s

@@ -96,7 +96,8 @@ def test_every_chip_is_complete_and_sourced():
     required = {"A100", "H100", "H200", "B200", "MI300X", "RTX 4090", "M4 Max"}
     assert {get_accelerator(n).name for n in required} <= set(list_accelerators())
     for record in raw["accelerators"]:
-        fields = {"memory_gib", "bandwidth_gb_s", "peak_tflops", "interconnect"}
+        fields = {"memory_gib", "bandwidth_gb_s", "peak_tflops", "interconnect",
+                  "interconnect_latency", "network"}
         assert set(record["sources"]) == fields
         assert all(len(s) > 20 for s in record["sources"].values())
         chip = get_accelerator(record["name"])
@@ -112,3 +113,27 @@ def test_table_rows():
     assert a100["fp8 peak (TFLOPS)"] is None and a100["fp8 ridge (FLOPs/byte)"] is None
     with pytest.raises(ValueError, match="unknown dtype"):
         table(("fp6",))
+
+
+@pytest.mark.parametrize(("name", "latency_us", "domain", "network_gb_s"), [
+    ("A100", 3, 8, 50), ("H100", 3, 8, 100), ("H200", 3, 8, 100), ("B200", 3, 8, 100),
+    ("MI300X", 3, 8, 100), ("RTX 4090", 4, 8, None), ("M4 Max", 0, 1, None),
+])
+def test_collective_latency_domain_and_network(name, latency_us, domain, network_gb_s):
+    chip = get_accelerator(name)
+    assert chip.collective_latency_s == pytest.approx(latency_us * 1e-6)
+    assert chip.domain_size == domain
+    assert chip.network_bandwidth == (network_gb_s * 1e9 if network_gb_s else None)
+
+
+def test_allreduce_and_send_times():
+    h100 = get_accelerator("H100")
+    assert h100.allreduce_s(1, 1e6) == 0.0
+    # a ring of 8 inside the node: 2 * 7/8 of the message each way at 450 GB/s, plus 3 us
+    assert h100.allreduce_s(8, 1e6) == pytest.approx(2 * 7 / 8 * 1e6 / 450e9 + 3e-6)
+    assert h100.send_s(1e6, across_nodes=False) == pytest.approx(1e6 / 450e9 + 3e-6)
+    assert h100.send_s(1e6, across_nodes=True) == pytest.approx(1e6 / 50e9 + 5e-6)
+    with pytest.raises(ValueError, match="no interconnect"):
+        get_accelerator("M4 Max").nodes(2)
+    with pytest.raises(ValueError, match="n_gpus"):
+        h100.nodes(0)

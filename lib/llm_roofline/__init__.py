@@ -5,15 +5,20 @@ computed here once. Modules, from data up:
 
 - ``dtypes``, ``hardware``, ``models``: element sizes, accelerator specs, model configs
 - ``roofline``, ``formulas``: attainable performance; FLOPs and bytes, derived with SymPy
-- ``estimate``: the VRAM and throughput calculator
+- ``calculator``: the VRAM and throughput calculator (``estimate``, ``decode_step``, ...)
+- ``serving``: speculative decoding, chunked prefill (mixed steps), prefill/decode disaggregation
+- ``parallel``: tensor x pipeline x expert parallel layouts (``Layout``, ``layout_needed``)
 - ``tiny``: a NumPy Llama that counts its own FLOPs and bytes
 - ``measure``: micro-benchmarks of the host
 """
 
 __version__ = "0.1.0"
 
-from .estimate import decode_step, estimate  # noqa: E402
+from .calculator import critical_batch, decode_step, estimate, max_batch, memory  # noqa: E402
 from .hardware import get_accelerator  # noqa: E402
 from .models import ModelConfig, get_model, list_models  # noqa: E402
 
-__all__ = ["ModelConfig", "decode_step", "estimate", "get_accelerator", "get_model", "list_models"]
+__all__ = [
+    "ModelConfig", "critical_batch", "decode_step", "estimate", "get_accelerator", "get_model",
+    "list_models", "max_batch", "memory",
+]

@@ -15,9 +15,9 @@ import sys
 
 import numpy as np
 
-from . import hardware, validate
+from . import hardware, serving, validate
+from .calculator import estimate, gpus_needed, max_batch, max_prompt_len
 from .dtypes import list_dtypes
-from .estimate import estimate, gpus_needed, max_batch
 from .models import SUPPORTED_MODEL_TYPES, get_model, list_models, load_config, model_info
 
 _GIB = 2**30
@@ -109,15 +109,19 @@ def _parser() -> argparse.ArgumentParser:
                      "the 'gpus' command)")
     est.add_argument("--dtype", default="bf16",
                      help=f"weight precision, one of: {dtypes} (default: bf16)")
+    est.add_argument("--compute-dtype", default=None, metavar="DTYPE",
+                     help="precision of the tensor math (default: fp8 for fp8 weights and int8 for "
+                     "int8 weights where the chip has that peak, else bf16: weight-only "
+                     "quantisation, as W4A16)")
     est.add_argument("--kv-dtype", default=None,
                      help="KV-cache precision, same choices (default: bf16, whatever --dtype "
                      "is, as engines do)")
     est.add_argument("--batch", type=_counts("--batch"), default=[1], metavar="N[,N...]",
                      help="concurrent requests decoded together, users (default: 1)")
     est.add_argument("--prompt", type=_counts("--prompt"), default=[2048], metavar="N[,N...]",
-                     help="prompt tokens per request (default: 2048)")
+                     help="prompt length per request, tokens (default: 2048)")
     est.add_argument("--output", type=_counts("--output"), default=[256], metavar="N[,N...]",
-                     help="generated tokens per request (default: 256)")
+                     help="generated length per request, tokens (default: 256)")
     est.add_argument("--n-gpus", type=_counts("--n-gpus"), default=[1], metavar="N[,N...]",
                      help="tensor-parallel degree, GPUs; must divide the attention heads, and "
                      "divide the KV heads or be a multiple of them (default: 1)")
@@ -127,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="achieved fraction of dense peak FLOP/s, 0.001 to 1 (default: 1)")
     est.add_argument("--queue", type=_number("--queue"), default=0.0, metavar="SECONDS",
                      help="queueing delay added to TTFT, seconds (default: 0)")
+    est.add_argument("--breakdown", action="store_true",
+                     help="also show each kernel of the prefill and of a decode step: FLOPs, "
+                     "bytes, intensity, time, bound and share")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
     commands.add_parser(
         "models", help="list the built-in models",
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
+        sys.stdout.flush()
         if args.command == "models":
             print(_models_table())
         elif args.command == "gpus":
@@ -157,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             print(_estimate(args))
     except ValueError as err:
         parser.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
+    except BrokenPipeError:  # the reader (for example `head`) stopped reading: not an error
+        sys.stdout = None
     return 0
 
 
@@ -167,7 +177,9 @@ def _time(seconds: float) -> str:
         return f"{seconds:.2f} s"
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3g} ms" if seconds < 0.1 else f"{seconds * 1e3:.0f} ms"
-    return f"{seconds * 1e6:.3g} us"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:.3g} us"
+    return f"{seconds * 1e9:.3g} ns"
 
 
 def _plain(value):
@@ -215,14 +227,19 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
     """Everything the CLI shows for one point, as plain numbers (seconds, GiB, tokens/s)."""
     options = dict(weight_dtype=args.dtype, kv_dtype=args.kv_dtype or "bf16")
     est = estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
-                   queue_s=queue, **options)
+                   queue_s=queue, compute_dtype=args.compute_dtype, **options)
     most = max_batch(cfg, chip, prompt, output, n_gpus=n_gpus, **options)
+    # a new request arriving while the batch decodes mid-way: its whole prompt rides in one
+    # mixed step with the running users' tokens
+    running = serving.mixed_step(cfg, chip, batch, prompt + max(output // 2, 1), prompt,
+                                 n_gpus=n_gpus, mbu=mbu, mfu=mfu,
+                                 compute_dtype=args.compute_dtype, **options)
     m = est.memory
     result = {
         "model": est.model, "accelerator": est.accelerator, "n_gpus": est.n_gpus,
-        "weight_dtype": est.weight_dtype, "kv_dtype": est.kv_dtype,
-        "kv_dtype_defaulted": args.kv_dtype is None,
-        "compute_dtype": est.compute_dtype, "batch": batch, "prompt_len": prompt,
+        "nodes": est.nodes, "weight_dtype": est.weight_dtype, "kv_dtype": est.kv_dtype,
+        "kv_dtype_defaulted": args.kv_dtype is None, "compute_dtype": est.compute_dtype,
+        "precision": est.precision, "batch": batch, "prompt_len": prompt,
         "output_len": output, "mbu": mbu, "mfu": mfu,
         "fits": bool(est.fits),
         "memory_gib_per_gpu": {
@@ -232,10 +249,13 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
         },
         "max_batch": most,
         "ttft_s": est.ttft_s, "prefill_bound": est.prefill_bound,
-        "tpot_s": est.tpot_s, "decode_bound": est.bound,
+        "ttft_joining_s": running.time_s + queue,
+        "tpot_s": est.tpot_s, "decode_bound": est.decode_bound,
         "throughput_tok_s": est.throughput_tok_s, "e2e_s": est.e2e_s,
         "bandwidth_utilisation": est.bandwidth_utilisation,
     }
+    if args.breakdown:
+        result["breakdown"] = {phase: est.breakdown(phase) for phase in ("prefill", "decode")}
     if not est.fits:
         result["would_fit"] = _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args,
                                               most)
@@ -254,18 +274,23 @@ def _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args, most) -> dic
             lower = dtype
             break
     needed = gpus_needed(cfg, chip, batch, prompt, output, **options)
-    return {"max_batch": most, "weight_dtype": lower, "n_gpus": needed}
+    longest = max_prompt_len(cfg, chip, batch, output, n_gpus=n_gpus, **options)
+    return {"max_batch": most, "max_prompt_len": longest, "weight_dtype": lower,
+            "n_gpus": needed, "nodes": chip.nodes(needed) if needed else None,
+            "interconnect": chip.interconnect}
 
 
 def _report(r: dict) -> str:
     gib = r["memory_gib_per_gpu"]
     gpus = f"{r['n_gpus']} x {r['accelerator']}" if r["n_gpus"] > 1 else r["accelerator"]
-    kv_note = " (the default; --kv-dtype to change)" if r["kv_dtype_defaulted"] else ""
+    if r["nodes"] > 1:
+        gpus += f" in {r['nodes']} nodes"
     users = "1 user" if r["batch"] == 1 else f"{r['batch']:,} users"
     lines = [
         f"{r['model']} on {gpus}",
-        f"precisions: weights {r['weight_dtype']}, KV cache {r['kv_dtype']}{kv_note}, "
-        f"tensor math {r['compute_dtype']}",
+        f"precisions: {r['precision']}",
+        *(["  (the KV cache stays bf16 whatever --dtype is, as engines do; --kv-dtype to "
+           "change it)"] if r["kv_dtype_defaulted"] and r["kv_dtype"] != r["weight_dtype"] else []),
         f"workload: {users}, prompt {r['prompt_len']:,} tokens, output {r['output_len']:,} "
         "tokens each",
         "",
@@ -297,6 +322,8 @@ def _report(r: dict) -> str:
     lines += [
         f"  TTFT                     {_time(r['ttft_s']):>10}   {prefill_what}, "
         f"{r['prefill_bound']}-bound",
+        f"  TTFT, joining a server   {_time(r['ttft_joining_s']):>10}   one new prompt in one step "
+        f"with the {r['batch']:,} running users' tokens",
         f"  TPOT, each user          {_time(r['tpot_s']):>10}   one decode step, "
         f"{r['decode_bound']}-bound, {100 * r['bandwidth_utilisation']:.0f} % of peak bandwidth",
         f"  throughput, all users    {r['throughput_tok_s']:10,.1f}   tokens/s",
@@ -305,7 +332,24 @@ def _report(r: dict) -> str:
         lines.append(f"  TPOT / batch             {_time(r['tpot_s'] / r['batch']):>10}   "
                      "amortised over the users; no user waits this little")
     lines.append(f"  one request, end to end  {_time(r['e2e_s']):>10}")
+    if "breakdown" in r:
+        lines += _breakdown_lines(r["breakdown"])
     return "\n".join(lines)
+
+
+def _breakdown_lines(breakdown: dict) -> list[str]:
+    lines = []
+    for phase, rows in breakdown.items():
+        title = "prefill (the whole batch)" if phase == "prefill" else "one decode step (mean)"
+        lines += ["", f"per kernel, {title}, per GPU",
+                  f"  {'kernel':<14} {'GFLOP':>13} {'MB':>10} {'FLOP/B':>9} {'time':>9}  "
+                  f"{'bound':<12} {'share':>6}"]
+        for row in rows:
+            intensity = "-" if row["intensity"] is None else f"{row['intensity']:,.1f}"
+            lines.append(f"  {row['op']:<14} {row['flops'] / 1e9:13,.1f} {row['bytes'] / 1e6:10,.1f} "
+                         f"{intensity:>9} {_time(row['time_s']):>9}  {row['bound']:<12} "
+                         f"{100 * row['share']:5.1f}%")
+    return lines
 
 
 def _fit_advice(r: dict) -> list[str]:
@@ -316,13 +360,18 @@ def _fit_advice(r: dict) -> list[str]:
         advice.append(f"  --batch {fit['max_batch']:,} (at most {users} with these lengths)")
     else:
         advice.append("  not even one user with these lengths")
+    if fit["max_prompt_len"] >= 1:
+        advice.append(f"  --prompt {fit['max_prompt_len']:,} (the longest prompt for "
+                      f"{r['batch']:,} users)")
     if fit["weight_dtype"]:
         advice.append(f"  --dtype {fit['weight_dtype']} (a lower weight precision)")
     if fit["n_gpus"]:
-        advice.append(f"  --n-gpus {fit['n_gpus']} (tensor parallel)")
-    elif r["n_gpus"] == 1:
-        advice.append("  more GPUs: none; this accelerator has no interconnect in the data, or "
-                      "no tensor-parallel degree up to 128 fits")
+        nodes = "1 node" if fit["nodes"] == 1 else f"{fit['nodes']} nodes"
+        advice.append(f"  --n-gpus {fit['n_gpus']} (tensor parallel: {nodes})")
+    elif r["n_gpus"] == 1 and not fit["interconnect"]:
+        advice.append("  more GPUs: no; this accelerator has no interconnect in the data")
+    else:
+        advice.append("  more GPUs: no tensor-parallel degree up to 128 GPUs fits")
     return advice
 
 

@@ -165,7 +165,7 @@ def _calculator_1() -> float:
 
 
 def _calculator_2() -> float:
-    from .estimate import max_batch
+    from .calculator import max_batch
 
     return max_batch("llama-3-8b", "H100 SXM", 2048, 512)
 
@@ -178,7 +178,7 @@ def _calculator_3() -> float:
 
 
 def _calculator_4() -> float:
-    from .estimate import estimate
+    from .calculator import estimate
 
     e = estimate("llama-3-70b", "H100 SXM", 64, 1024, 256, weight_dtype="fp8", kv_dtype="fp8",
                  n_gpus=2)

@@ -2,7 +2,8 @@
 
 The figures live in ``data/accelerators.json`` (human units: GiB of memory, GB/s, TFLOPS);
 this module turns them into base units (bytes, bytes/s, FLOP/s) and computes what follows from
-them, such as the ridge point. Peaks are dense: never the 2:4-sparsity figure. Memory capacity
+them, such as the ridge point and the time of a collective over the interconnect. Peaks are
+dense: never the 2:4-sparsity figure. Memory capacity
 is binary: vendors write "80GB" for 80 GiB (2**30 bytes) of HBM, so ``memory_bytes`` is
 ``memory_gib * 2**30``; bandwidths are decimal (1e9 bytes/s per GB/s).
 
@@ -21,7 +22,9 @@ from decimal import Decimal
 from functools import cache
 from importlib import resources
 
-from . import dtypes
+import numpy as np
+
+from . import dtypes, validate
 
 _TERA = Decimal(10) ** 12
 _GIGA = Decimal(10) ** 9
@@ -44,6 +47,70 @@ class Accelerator:
     sources: dict[str, str] = field(hash=False)  # field -> document and date
     notes: str = ""
     link_bandwidth: float | None = None  # bytes/s of one link of a mesh; None: a switch
+    collective_latency_s: float = 0.0  # fixed time of one collective inside the domain, s
+    domain_size: int = 1  # chips one scale-up interconnect joins (an HGX node: 8)
+    network: str | None = None  # scale-out link beyond the domain; None: none in the data
+    network_bandwidth: float | None = None  # bytes/s per chip, both directions together
+    network_latency_s: float = 0.0  # fixed time a collective adds when it crosses the network, s
+
+    def nodes(self, n_gpus: int) -> int:
+        """How many scale-up domains (nodes) ``n_gpus`` chips fill: ``ceil(n_gpus / domain_size)``.
+
+        Raises when they span more than one domain and the data has no network to join them.
+        """
+        n_gpus = validate.integer("n_gpus", n_gpus)
+        nodes = -(-n_gpus // self.domain_size)
+        if n_gpus > 1 and self.interconnect_bandwidth is None:
+            raise ValueError(
+                f"{self.name} has no interconnect in the data for tensor parallelism; "
+                f"n_gpus must be 1, got {n_gpus}"
+            )
+        if nodes > 1 and self.network_bandwidth is None:
+            raise ValueError(
+                f"n_gpus = {n_gpus} spans {nodes} nodes of {self.domain_size} {self.name}, "
+                f"and the data has no network between nodes; n_gpus must be at most {self.domain_size}"
+            )
+        return nodes
+
+    def allreduce_s(self, n_gpus: int, message_bytes):
+        """Time of one all-reduce of ``message_bytes`` (per GPU, arrays welcome) over ``n_gpus``.
+
+        Inside one domain: a ring moves ``2*(n-1)/n * m`` bytes each way per chip over half its
+        (bidirectional) group bandwidth, plus ``collective_latency_s``. Across ``k`` nodes of
+        ``d`` chips: the hierarchical all-reduce engines use: reduce-scatter and all-gather
+        inside each node (the ring's bytes over the interconnect), and an all-reduce of each
+        chip's ``m/d`` shard across the nodes over the network, ``2*(k-1)/k * m/d`` each way,
+        plus both latencies. Each term is the least a real implementation pays: a bound.
+        """
+        nodes = self.nodes(n_gpus)
+        m = np.asarray(message_bytes, dtype=float)
+        if n_gpus == 1:
+            return np.zeros(m.shape) if m.ndim else 0.0
+        inside = min(n_gpus, self.domain_size)
+        time = 0.0
+        if inside > 1:
+            time = (2 * (inside - 1) / inside * m / (self.group_bandwidth(inside) / 2)
+                    + self.collective_latency_s)
+        if nodes > 1:
+            time = time + (2 * (nodes - 1) / nodes * m / inside / (self.network_bandwidth / 2)
+                           + self.network_latency_s)
+        return time
+
+    def send_s(self, message_bytes, *, across_nodes: bool):
+        """Time of one point-to-point transfer of ``message_bytes`` (pipeline stages, KV handoff).
+
+        Over one link of the interconnect inside a node (a switch: half the chip's
+        bidirectional bandwidth each way), over the network across nodes; plus the latency.
+        """
+        m = np.asarray(message_bytes, dtype=float)
+        if across_nodes:
+            if self.network_bandwidth is None:
+                raise ValueError(f"{self.name} has no network between nodes in the data")
+            return m / (self.network_bandwidth / 2) + self.network_latency_s
+        if self.interconnect_bandwidth is None:
+            raise ValueError(f"{self.name} has no interconnect in the data")
+        one_way = (self.link_bandwidth or self.interconnect_bandwidth) / 2
+        return m / one_way + self.collective_latency_s
 
     def group_bandwidth(self, n_gpus: int) -> float | None:
         """Interconnect bytes/s (both directions) one chip can use in a group of ``n_gpus``.
@@ -95,7 +162,7 @@ def _normalise(name: str) -> str:
 
 
 def _from_record(record: dict) -> Accelerator:
-    link = record["interconnect"]
+    link, net = record["interconnect"], record.get("network")
     return Accelerator(
         name=record["name"],
         vendor=record["vendor"],
@@ -110,6 +177,11 @@ def _from_record(record: dict) -> Accelerator:
         notes=record.get("notes", ""),
         link_bandwidth=float(Decimal(link["link_gb_s"]) * _GIGA)
         if link and "link_gb_s" in link else None,
+        collective_latency_s=float(Decimal(link["latency_us"]) / 10**6) if link else 0.0,
+        domain_size=int(link["domain_size"]) if link else 1,
+        network=net["name"] if net else None,
+        network_bandwidth=float(Decimal(net["bandwidth_gb_s"]) * _GIGA) if net else None,
+        network_latency_s=float(Decimal(net["latency_us"]) / 10**6) if net else 0.0,
     )
 
 
