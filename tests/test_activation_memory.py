@@ -14,7 +14,7 @@ import pytest
 from llm_roofline.models import get_model
 
 # the module, not the function the package re-exports under its name
-E = importlib.import_module("llm_roofline.estimate")
+E = importlib.import_module("llm_roofline.calculator")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ calculator's invariants are checked over the whole valid range.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 
@@ -144,17 +146,19 @@ values = st.one_of(st.integers(-5, 2**70).map(str), st.floats(allow_nan=True).ma
 
 @settings(max_examples=120, deadline=None)
 @given(extra=st.lists(st.tuples(options, values), max_size=3), as_json=st.booleans())
-def test_the_cli_exits_0_with_strict_json_or_2_with_one_line(capsys, extra, as_json):
+def test_the_cli_exits_0_with_strict_json_or_2_with_one_line(extra, as_json):
     argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100"]
     for option, value in extra:
         argv += [option, value]
     if as_json:
         argv.append("--json")
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
-    out, err = capsys.readouterr()
+    out_buf, err_buf = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out_buf), contextlib.redirect_stderr(err_buf):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code
+    out, err = out_buf.getvalue(), err_buf.getvalue()
     assert code in (0, 2)
     if code == 2:
         assert out == "" and err.count("\n") == 1 and err.startswith("llm_roofline: error:")

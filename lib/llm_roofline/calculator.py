@@ -92,9 +92,9 @@ Flag = bool | np.ndarray
 # MLA's query and latent down-projections); ops reading or writing the KV cache follow the
 # KV heads; every other op is split n ways. The one rule for each op's FLOPs, its bytes and,
 # through ModelConfig.params_by_op, the weights each GPU holds.
-_REPLICATED = {"attn_norm", "mlp_norm", "residual", "final_norm", "router",
-               "q_a_proj", "q_a_norm", "kv_a_proj", "kv_a_norm"}
-_KV_OPS = {"k_proj", "v_proj", "kv_write", "kv_read"}
+_REPLICATED = {"attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm", "residual",
+               "final_norm", "router", "q_a_proj", "q_a_norm", "kv_a_proj", "kv_a_norm"}
+_KV_OPS = {"k_proj", "k_norm", "v_proj", "kv_write", "kv_read"}
 _HEAD_OPS = {"embed", "lm_head"}  # weights kept 16-bit when the body is quantised
 _FLOAT_FORMATS = {"fp32", "bf16", "fp16"}
 
