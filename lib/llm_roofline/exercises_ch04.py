@@ -21,7 +21,7 @@ def _bound_2() -> float:
     from .hardware import get_accelerator
 
     # square d x d projections, all 2-byte: I -> 2 k n / (2 (k + n)) = d / 2 as tokens grow
-    return 2 * get_accelerator("H100 SXM").ridge("bf16")
+    return 2 * get_accelerator("B200").ridge("bf16")
 
 
 def _bound_3() -> float:
@@ -30,7 +30,7 @@ def _bound_3() -> float:
 
     # weight-only int4: BF16 math; I = 2 B / (bytes per weight); B* where I meets the ridge
     per_weight = float(bytes_per_element("int4", 32, "fp16"))
-    return get_accelerator("B200").ridge("bf16") * per_weight / 2
+    return get_accelerator("H200 SXM").ridge("bf16") * per_weight / 2
 
 
 def _bound_4() -> float:
@@ -52,7 +52,7 @@ register(
 )
 register(
     "bound-3", _bound_3, unit="sequences",
-    hint="weight-only int4 keeps BF16 math (the B200's BF16 ridge); count half a byte per weight "
+    hint="weight-only int4 keeps BF16 math (the H200's BF16 ridge); count half a byte per weight "
     "plus one 2-byte scale per group of 32.",
 )
 register(
