@@ -126,3 +126,11 @@ def test_attainable_vs_batch_marks_each_knee():
     with pytest.raises(ValueError, match="critical batch of 'x' must be a finite number > 0"):
         P.attainable_vs_batch(b, {"x": (b, 0.0)})
     plt.close("all")
+
+
+def test_roofline_ticks_are_compact_powers_of_eight():
+    plt.close("all")
+    ax = P.ops_on_roofline({"decode": op_costs(TINY, 1, 1, 5)}, "A100")
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["1/8", "1", "8", "64", "512", "4K", "32K"]
+    plt.close("all")

@@ -68,8 +68,8 @@ def ops_on_roofline(
     dtype: str = "bf16",
     *,
     ax=None,
-    imin: float = 1 / 16,
-    imax: float = 2.0**14,
+    imin: float = 1 / 8,
+    imax: float = 2.0**15,
     legend: bool = True,
 ):
     """Each phase's :func:`op_points` at their attainable TFLOPS on one chip; return the Axes.
@@ -103,14 +103,16 @@ def ops_on_roofline(
                                       edgecolor="k", linewidth=0.5, zorder=4,
                                       label=f"{label}: {kind}"))
     ax.set_ylim(chip.peak(dtype) / 1e12 / 2e4, chip.peak(dtype) / 1e12 * 4)
+    ticks = [2.0**e for e in range(-30, 31, 3) if imin <= 2.0**e <= imax]
+    ax.set_xticks(ticks, labels=[_compact(t) for t in ticks])
     if legend:
         roof = ax.get_legend()
         if roof is not None:
             roof.remove()
-        ax.legend(handles=handles, fontsize=8, loc="upper left",
+        ax.legend(handles=handles, fontsize=9, loc="upper left",
                   ncols=2 if len(handles) > 3 else 1,
                   title=f"{chip.name}, {dtype.upper()} (ridge {chip.ridge(dtype):.0f})",
-                  title_fontsize=8)
+                  title_fontsize=9)
     elif ax.get_legend() is not None:
         ax.get_legend().remove()
     return ax
@@ -141,7 +143,7 @@ def phases_on_roofline(
         f"linear layers, prefill: I = {linear['prefill']:,.0f}\n"
         f"linear layers, decode: I = {linear['decode']:,.1f}"
     )
-    ax.text(0.98, 0.04, readout, transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
+    ax.text(0.98, 0.04, readout, transform=ax.transAxes, ha="right", va="bottom", fontsize=9,
             bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
     return ax
 
@@ -180,7 +182,7 @@ def intensity_vs_tokens(
     ax.set_xlabel("tokens in the pass, B x L")
     ax.set_ylabel("arithmetic intensity (FLOPs/byte)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=9, loc="upper left")
     return ax
 
 
@@ -208,8 +210,8 @@ def attainable_vs_batch(
         if y.shape != x.shape:
             raise ValueError(f"scheme {label!r} has shape {y.shape}, batches have {x.shape}")
         knee = validate.real(f"critical batch of {label!r}", knee, minimum=0.0, open_min=True)
-        color = f"C{i}"
-        ax.plot(x, y, color=color, linewidth=1.8, label=f"{label}: B* = {knee:.0f}")
+        color, style = f"C{i}", ("-", "--", "-.", ":")[i % 4]
+        ax.plot(x, y, style, color=color, linewidth=2, label=f"{label}: B* = {knee:.0f}")
         roof = float(np.max(y))
         ax.scatter([knee], [roof], color=color, edgecolor="k", zorder=4, s=36)
     ax.set_xscale("log", base=2)
@@ -219,5 +221,15 @@ def attainable_vs_batch(
     ax.set_xlabel("batch size B (sequences decoded together)")
     ax.set_ylabel("attainable, linear layers (TFLOPS)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=9, loc="lower right")
     return ax
+
+
+def _compact(value: float) -> str:
+    """A tick label: 0.125 -> '1/8', 8 -> '8', 4096 -> '4K', 2**20 -> '1M'."""
+    if value < 1:
+        return f"1/{round(1 / value)}"
+    for size, suffix in ((2**20, "M"), (2**10, "K")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
