@@ -91,6 +91,12 @@ def test_phases_on_roofline_reads_out_the_linear_intensities():
     moved = sum(2 * k * n + 2 * 2 * (k + n) for k, n in shapes)
     assert "B = 2, L = 16" in text and f"decode: I = {flops / moved:.1f}" in text
     assert f"{flops / moved:.1f}" == "1.8"  # below B = 2: activations count too
+    assert ax.get_legend() is not None and ax.texts[0].get_position() == (0.02, 0.97)
+    plt.close("all")
+    small = P.phases_on_roofline(TINY, "H100", 2, 16, legend=False)
+    assert small.get_legend() is None and small.texts[0].get_position() == (0.98, 0.04)
+    with pytest.raises(ValueError, match="legend"):
+        P.phases_on_roofline(TINY, "H100", 2, 16, legend="no")
     plt.close("all")
 
 

@@ -76,7 +76,8 @@ def ops_on_roofline(
 
     ``phases`` maps a label (``"prefill"``, ``"decode"``) to a dict ``{op: Cost}``. Colour
     tells the phase, the marker the kind of operation (:data:`KINDS`). Points outside
-    ``[imin, imax]`` are not drawn.
+    ``[imin, imax]`` are not drawn. The legend sits in the lower right, under the roof and
+    right of the slope, where no point can fall.
     """
     import matplotlib.pyplot as plt
 
@@ -109,7 +110,7 @@ def ops_on_roofline(
         roof = ax.get_legend()
         if roof is not None:
             roof.remove()
-        ax.legend(handles=handles, fontsize=9, loc="upper left",
+        ax.legend(handles=handles, fontsize=9, loc="lower right",  # below the roof: empty
                   ncols=2 if len(handles) > 3 else 1,
                   title=f"{chip.name}, {dtype.upper()} (ridge {chip.ridge(dtype):.0f})",
                   title_fontsize=9)
@@ -119,13 +120,16 @@ def ops_on_roofline(
 
 
 def phases_on_roofline(
-    model, accelerator, batch: int, prompt: int, *, dtype: str = "bf16", ax=None
+    model, accelerator, batch: int, prompt: int, *, dtype: str = "bf16", ax=None,
+    legend: bool = True,
 ):
     """A model's prefill of ``prompt`` tokens and its next decode step, ``batch`` sequences.
 
     ``model`` is a ``ModelConfig`` or a built-in name; ``dtype`` is the precision of the
     weights, the activations, the KV cache and the chip's math. The box gives the intensity
-    of the linear layers taken together in each phase. Returns the Axes.
+    of the linear layers taken together in each phase: in the upper left, above the slope,
+    or with ``legend=False`` (small multiples, sharing one figure legend) in the lower
+    right, where the legend would be. Returns the Axes.
     """
     from .models import get_model
 
@@ -136,14 +140,17 @@ def phases_on_roofline(
         "prefill": op_costs(cfg, batch, prompt, 0, weight_dtype=dtype),
         "decode": op_costs(cfg, batch, 1, prompt, weight_dtype=dtype),
     }
-    ax = ops_on_roofline(phases, accelerator, dtype, ax=ax)
+    legend = validate.boolean("legend", legend)
+    ax = ops_on_roofline(phases, accelerator, dtype, ax=ax, legend=legend)
     linear = {p: total(c[op] for op in LINEAR_OPS if op in c).intensity for p, c in phases.items()}
     readout = (
         f"B = {batch}, L = {prompt:,}\n"
         f"linear layers, prefill: I = {linear['prefill']:,.0f}\n"
         f"linear layers, decode: I = {linear['decode']:,.1f}"
     )
-    ax.text(0.98, 0.04, readout, transform=ax.transAxes, ha="right", va="bottom", fontsize=9,
+    where = {"x": 0.02, "y": 0.97, "ha": "left", "va": "top"} if legend else {
+        "x": 0.98, "y": 0.04, "ha": "right", "va": "bottom"}
+    ax.text(s=readout, transform=ax.transAxes, fontsize=9, **where,
             bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
     return ax
 
