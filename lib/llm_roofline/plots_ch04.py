@@ -1,0 +1,242 @@
+"""Figures of the chapter "Why decode is memory-bound": operations of a pass on a roofline.
+
+No arithmetic of its own beyond grouping what the library counted: FLOPs and bytes come from
+:func:`llm_roofline.formulas.op_costs` or a tiny transformer's :class:`~llm_roofline.tiny.Tally`
+(a dict ``{op: Cost}``), attainable performance from :mod:`llm_roofline.roofline`.
+
+- :func:`op_points`: one ``(kind, intensity)`` per operation that does arithmetic, with the
+  two attention products taken together against the KV cache they read;
+- :func:`ops_on_roofline`: those points for one or more phases on one chip's roofline;
+- :func:`phases_on_roofline`: the pure function behind the chapter's sliders (a model's
+  prefill and its next decode step at a batch size and prompt length);
+- :func:`intensity_vs_tokens` and :func:`attainable_vs_batch`: the chapter's two line charts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import roofline as rl
+from . import validate
+from .formulas import LINEAR_OPS, Cost, op_costs, total
+from .hardware import get_accelerator
+
+__all__ = [
+    "KINDS", "op_points", "ops_on_roofline", "phases_on_roofline", "intensity_vs_tokens",
+    "attainable_vs_batch",
+]
+
+KINDS = {"linear": "o", "attention": "^", "elementwise": "s"}
+"""The kinds of operation :func:`op_points` returns, with the marker each is drawn with."""
+
+_ATTENTION = ("attn_scores", "attn_values")
+_PHASE_COLORS = ("C1", "C2", "C3", "C4", "C5")
+
+
+def op_points(costs: Mapping[str, Cost]) -> dict[str, tuple[str, float]]:
+    """``{name: (kind, intensity)}`` for the operations of ``costs`` that do arithmetic.
+
+    Linear layers (:data:`formulas.LINEAR_OPS`, and any other ``*_proj``) are ``"linear"``,
+    each with its own FLOPs over its own bytes. The two attention products are one point,
+    ``"attention"``: their FLOPs over the bytes of the KV cache they read (``kv_read``), the
+    article's ``I_KV``. The rest (norms, RoPE, softmax, residual, activation) are
+    ``"elementwise"``. Operations without FLOPs (embedding lookup, KV-cache reads and writes)
+    have no intensity and are left out.
+    """
+    if not isinstance(costs, Mapping) or not all(isinstance(c, Cost) for c in costs.values()):
+        raise ValueError(
+            f"costs must be a dict of operation name -> formulas.Cost, got {validate.shorten(costs)}"
+        )
+    points: dict[str, tuple[str, float]] = {}
+    for op, cost in costs.items():
+        if cost.flops == 0 or op in _ATTENTION:
+            continue
+        kind = "linear" if op in LINEAR_OPS or op.endswith("_proj") else "elementwise"
+        points[op] = (kind, cost.intensity)
+    attention = total(costs[op] for op in _ATTENTION if op in costs)
+    kv = costs.get("kv_read")
+    if attention.flops and kv is not None and kv.bytes:
+        points["attention"] = ("attention", attention.flops / kv.bytes)
+    return points
+
+
+def ops_on_roofline(
+    phases: Mapping[str, Mapping[str, Cost]],
+    accelerator,
+    dtype: str = "bf16",
+    *,
+    ax=None,
+    imin: float = 1 / 8,
+    imax: float = 2.0**15,
+    legend: bool = True,
+):
+    """Each phase's :func:`op_points` at their attainable TFLOPS on one chip; return the Axes.
+
+    ``phases`` maps a label (``"prefill"``, ``"decode"``) to a dict ``{op: Cost}``. Colour
+    tells the phase, the marker the kind of operation (:data:`KINDS`). Points outside
+    ``[imin, imax]`` are not drawn. The legend sits in the lower right, under the roof and
+    right of the slope, where no point can fall.
+    """
+    import matplotlib.pyplot as plt
+
+    if not isinstance(phases, Mapping) or not phases:
+        raise ValueError(
+            f"phases must be a non-empty dict of label -> costs, got {validate.shorten(phases)}"
+        )
+    if len(phases) > len(_PHASE_COLORS):
+        raise ValueError(f"phases: at most {len(_PHASE_COLORS)} phases, got {len(phases)}")
+    chip = get_accelerator(accelerator)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    rl.plot([chip], (dtype,), ax=ax, imin=imin, imax=imax)
+    handles = []
+    for color, (label, costs) in zip(_PHASE_COLORS, phases.items(), strict=False):
+        points = op_points(costs)
+        for kind, marker in KINDS.items():
+            x = np.array([i for k, i in points.values() if k == kind and imin <= i <= imax])
+            if x.size == 0:
+                continue
+            y = rl.attainable(x, chip, dtype=dtype) / 1e12
+            size = 28 if kind == "elementwise" else 46
+            handles.append(ax.scatter(x, np.atleast_1d(y), marker=marker, s=size, color=color,
+                                      edgecolor="k", linewidth=0.5, zorder=4,
+                                      label=f"{label}: {kind}"))
+    ax.set_ylim(chip.peak(dtype) / 1e12 / 2e4, chip.peak(dtype) / 1e12 * 4)
+    ticks = [2.0**e for e in range(-30, 31, 3) if imin <= 2.0**e <= imax]
+    ax.set_xticks(ticks, labels=[_compact(t) for t in ticks])
+    if legend:
+        roof = ax.get_legend()
+        if roof is not None:
+            roof.remove()
+        ax.legend(handles=handles, fontsize=9, loc="lower right",  # below the roof: empty
+                  ncols=2 if len(handles) > 3 else 1,
+                  title=f"{chip.name}, {dtype.upper()} (ridge {chip.ridge(dtype):.0f})",
+                  title_fontsize=9)
+    elif ax.get_legend() is not None:
+        ax.get_legend().remove()
+    return ax
+
+
+def phases_on_roofline(
+    model, accelerator, batch: int, prompt: int, *, dtype: str = "bf16", ax=None,
+    legend: bool = True,
+):
+    """A model's prefill of ``prompt`` tokens and its next decode step, ``batch`` sequences.
+
+    ``model`` is a ``ModelConfig`` or a built-in name; ``dtype`` is the precision of the
+    weights, the activations, the KV cache and the chip's math. The box gives the intensity
+    of the linear layers taken together in each phase: in the upper left, above the slope,
+    or with ``legend=False`` (small multiples, sharing one figure legend) in the lower
+    right, where the legend would be. Returns the Axes.
+    """
+    from .models import get_model
+
+    cfg = get_model(model) if isinstance(model, str) else model
+    batch = validate.integer("batch", batch)
+    prompt = validate.integer("prompt", prompt, maximum=cfg.max_context - 1)
+    phases = {
+        "prefill": op_costs(cfg, batch, prompt, 0, weight_dtype=dtype),
+        "decode": op_costs(cfg, batch, 1, prompt, weight_dtype=dtype),
+    }
+    legend = validate.boolean("legend", legend)
+    ax = ops_on_roofline(phases, accelerator, dtype, ax=ax, legend=legend)
+    linear = {p: total(c[op] for op in LINEAR_OPS if op in c).intensity for p, c in phases.items()}
+    readout = (
+        f"B = {batch}, L = {prompt:,}\n"
+        f"linear layers, prefill: I = {linear['prefill']:,.0f}\n"
+        f"linear layers, decode: I = {linear['decode']:,.1f}"
+    )
+    where = {"x": 0.02, "y": 0.97, "ha": "left", "va": "top"} if legend else {
+        "x": 0.98, "y": 0.04, "ha": "right", "va": "bottom"}
+    ax.text(s=readout, transform=ax.transAxes, fontsize=9, **where,
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
+    return ax
+
+
+def intensity_vs_tokens(
+    tokens, curves: Mapping[str, np.ndarray], *, ridge: float | None = None,
+    ridge_label: str = "ridge", ax=None,
+):
+    """Intensity (FLOPs/byte) against the tokens of a pass, one line per entry of ``curves``.
+
+    The first curve is drawn dashed and black (the simple model, ``I = B x L``); ``ridge``
+    adds a horizontal line. Returns the Axes.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    x = np.asarray(tokens, dtype=float)
+    if x.ndim != 1 or x.size < 2 or not np.all(x > 0):
+        raise ValueError(f"tokens must be a 1-D array of positive counts, got {validate.shorten(tokens)}")
+    if not isinstance(curves, Mapping) or not curves:
+        raise ValueError("curves must be a non-empty dict of label -> intensities")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (label, y) in enumerate(curves.items()):
+        y = np.asarray(y, dtype=float)
+        if y.shape != x.shape:
+            raise ValueError(f"curve {label!r} has shape {y.shape}, tokens have {x.shape}")
+        style = {"color": "k", "linestyle": "--"} if i == 0 else {"color": f"C{i - 1}"}
+        ax.plot(x, y, label=label, linewidth=1.6, **style)
+    if ridge is not None:
+        ax.axhline(ridge, color="C3", linestyle=":", linewidth=1.2, label=ridge_label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+    ax.set_xlabel("tokens in the pass, B x L")
+    ax.set_ylabel("arithmetic intensity (FLOPs/byte)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=9, loc="upper left")
+    return ax
+
+
+def attainable_vs_batch(
+    batches, schemes: Mapping[str, tuple[np.ndarray, float]], *, ax=None,
+):
+    """Attainable TFLOPS of decode's linear layers against batch size, one line per scheme.
+
+    ``schemes`` maps a label to ``(tflops, critical_batch)``: the attainable TFLOPS at each
+    of ``batches`` and the batch where the line meets its roof, marked with a dot and its
+    value. Returns the Axes.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    x = np.asarray(batches, dtype=float)
+    if x.ndim != 1 or x.size < 2 or not np.all(x > 0):
+        raise ValueError(f"batches must be a 1-D array of positive sizes, got {validate.shorten(batches)}")
+    if not isinstance(schemes, Mapping) or not schemes:
+        raise ValueError("schemes must be a non-empty dict of label -> (tflops, critical batch)")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (label, (tflops, knee)) in enumerate(schemes.items()):
+        y = np.asarray(tflops, dtype=float)
+        if y.shape != x.shape:
+            raise ValueError(f"scheme {label!r} has shape {y.shape}, batches have {x.shape}")
+        knee = validate.real(f"critical batch of {label!r}", knee, minimum=0.0, open_min=True)
+        color, style = f"C{i}", ("-", "--", "-.", ":")[i % 4]
+        ax.plot(x, y, style, color=color, linewidth=2, label=f"{label}: B* = {knee:.0f}")
+        roof = float(np.max(y))
+        ax.scatter([knee], [roof], color=color, edgecolor="k", zorder=4, s=36)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+    ax.set_xlabel("batch size B (sequences decoded together)")
+    ax.set_ylabel("attainable, linear layers (TFLOPS)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=9, loc="lower right")
+    return ax
+
+
+def _compact(value: float) -> str:
+    """A tick label: 0.125 -> '1/8', 8 -> '8', 4096 -> '4K', 2**20 -> '1M'."""
+    if value < 1:
+        return f"1/{round(1 / value)}"
+    for size, suffix in ((2**20, "M"), (2**10, "K")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
