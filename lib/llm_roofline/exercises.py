@@ -214,3 +214,53 @@ register(
     "calculator-5", _calculator_5, unit="times",
     hint="per-head cache: heads x (key dim + value dim); latent: kv_lora_rank + rope dim.",
 )
+
+
+# --- the KV-cache chapter -------------------------------------------------------------------
+def _kv_1() -> float:
+    from .models import get_model
+
+    return get_model("qwen2.5-7b").kv_cache_bytes_per_token("bf16") / 1e3  # kB per token
+
+
+def _kv_2() -> float:
+    from .kv import crossover_context
+
+    return crossover_context("llama-3-8b", 8)  # tokens
+
+
+def _kv_3() -> float:
+    from .kv import attention_intensity
+
+    return attention_intensity("qwen2.5-7b", kv_dtype="fp8")
+
+
+def _kv_4() -> float:
+    from .kv import attention_intensity
+
+    return attention_intensity("deepseek-v3", tp=16)
+
+
+def _kv_5() -> float:
+    from .calculator import max_batch
+    from .models import get_model
+
+    cfg, opts = get_model("llama-3-70b"), dict(weight_dtype="fp8", n_gpus=2)
+    return max_batch(cfg, "h100", 1536, 512, **opts) / max_batch(
+        cfg, "h100", cfg.max_context - 512, 512, **opts)
+
+
+register("kv-1", _kv_1, unit="kB", rtol=0.01,
+         hint="count a key and a value per KV head (not per query head) per layer, 2 bytes each")
+register("kv-2", _kv_2, unit="tokens", rtol=0.03,
+         hint="divide the step's weight bytes by the batch times the KV bytes per token; the "
+         "embedding is not read whole, only the rows of the batch's tokens")
+register("kv-3", _kv_3, unit="FLOPs/byte", rtol=0.01,
+         hint="the group size n_heads / n_kv_heads is the intensity at 2 bytes per number; "
+         "an 8-bit cache halves the bytes")
+register("kv-4", _kv_4, unit="FLOPs/byte", rtol=0.03,
+         hint="the FLOPs are split over the GPUs with the heads, but the latent is not: each "
+         "GPU reads all of it")
+register("kv-5", _kv_5, unit="(ratio)", rtol=0.05,
+         hint="reserving the whole context is like every sequence being max_context long; "
+         "use max_batch for both cases and divide paged by reserved")
