@@ -81,7 +81,7 @@ from .models import ModelConfig, get_model
 __all__ = [
     "ATTENTION_KERNEL", "WEIGHT_MATMULS", "DecodeStep", "Estimate", "Memory", "Setup",
     "critical_batch", "critical_batches", "decode_step", "estimate", "gpus_needed", "max_batch",
-    "memory", "setup",
+    "max_prompt_len", "memory", "setup",
 ]
 
 Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays
