@@ -211,7 +211,10 @@ def explore(accelerator, dtype: str, intensity: float, ax=None, label_ridges: bo
         f"efficiency {efficiency(intensity, chip, dtype=dtype):.1%}\n"
         f"{regime(intensity, chip, dtype=dtype)}"
     )
-    ax.text(0.02, 0.97, readout, transform=ax.transAxes, va="top", fontsize=9,
+    # a single roofline leaves the upper left (above the slope) and the lower right (under
+    # the roof) empty: the legend goes to one, the readout to the other, covering no data
+    ax.legend(fontsize=9, loc="upper left")
+    ax.text(0.98, 0.04, readout, transform=ax.transAxes, ha="right", va="bottom", fontsize=9,
             bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
     ax.set_ylim(chip.peak(dtype) / 1e12 / 5000, chip.peak(dtype) / 1e12 * 3)
     return ax
