@@ -66,3 +66,52 @@ def test_register_rejects_duplicates_and_bad_tolerance(monkeypatch):
         register("test-1", lambda: 2.0, unit="s", hint="h")
     with pytest.raises(ValueError, match="rtol"):
         register("test-2", lambda: 2.0, unit="s", hint="h", rtol=1.5)
+
+
+@pytest.mark.parametrize("id", list_exercises())
+@pytest.mark.parametrize("answer", [1e-320, 5e-324, 10**400, -1e-320])
+def test_absurd_sizes_give_a_clear_error_for_every_exercise(id, answer):
+    # a subnormal, the smallest float, an integer beyond float's range: never an
+    # OverflowError or ZeroDivisionError from inside the check
+    with pytest.raises(ValueError, match="answer must be a (finite )?number in"):
+        check(id, answer)
+
+
+def test_sizes_far_off_but_in_range_still_get_a_band():
+    assert "too high by a factor of about 10,000,000,000,000" in str(check("roofline-1", 590.7e13))
+    assert "too low by a factor of about" in str(check("roofline-1", 1e-99))
+    with pytest.raises(ValueError, match="answer must be a number"):
+        check("roofline-1", True)
+
+
+def test_sound_hand_estimate_of_tpot_is_accepted():
+    # calculator-4 by hand: Llama-3-70B's 70.55e9 parameters at 1 byte (FP8), split over 2
+    # GPUs, plus 64 caches at the average context 1024 + 256/2 tokens of
+    # 2 (K, V) x 80 layers x 8 heads x 128 x 1 byte = 163,840 bytes per token, also split:
+    hand = (70.55e9 / 2 + 64 * (1024 + 128) * 163_840 / 2) / 3.35e12 * 1e3
+    assert abs(hand - 12.33) < 0.01
+    assert check("calculator-4", hand)
+    assert not check("calculator-4", 10.53)  # the weights alone: the caches are a sixth
+
+
+@pytest.mark.parametrize(
+    "id, wrong, says",
+    [
+        ("roofline-1", 295.3, "BF16 ridge"),           # 989.4e12 / 3.35e12
+        ("roofline-1", 1181.4, "sparsity"),            # 2 x 1978.9e12 / 3.35e12
+        ("roofline-3", 206, "round up"),               # floor of 989.4e12 / 4.8e12 = 206.1
+        ("roofline-4", 4.0, "scale"),                  # 2 bytes / 0.5 bytes, without scales
+        ("calculator-1", 343.6, "query heads"),        # 8 x 42.95 GB
+        ("calculator-4", 12.7 / 64, "divided the step time by the batch"),
+        ("calculator-5", 71.1 / 8, "per GPU"),         # 128 x 320 / 576 / 8
+    ],
+)
+def test_a_typical_mistake_gets_its_own_explanation(id, wrong, says):
+    verdict = check(id, wrong)
+    assert not verdict and says in str(verdict)
+
+
+def test_register_rejects_bad_mistakes(monkeypatch):
+    monkeypatch.setattr(exercises, "_REGISTRY", dict(exercises._REGISTRY))
+    with pytest.raises(ValueError, match="each mistake must be"):
+        register("test-m", lambda: 2.0, unit="s", hint="h", mistakes=[(4.0, "not callable")])

@@ -146,3 +146,19 @@ def test_explore_takes_exact_intensities():
     ax = rl.explore("H100", "fp8", Fraction(64))
     assert "I = 64 FLOPs/byte" in ax.texts[-1].get_text()
     plt.close(ax.figure)
+
+
+def test_plot_legend_can_hide_ridges_and_moves_below_when_crowded():
+    ax = rl.plot(["A100", "H100", "B200"], dtypes=("bf16", "fp8"), label_ridges=False)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[1] == "NVIDIA H100 SXM bf16" and not any("ridge" in t for t in labels)
+    # five lines: the legend sits under the axes (anchored below y = 0), covering no line
+    assert ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted()).y0 < 0
+    plt.close(ax.figure)
+    ax = rl.plot("H100")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["NVIDIA H100 SXM bf16 (ridge 295)"]
+    assert min(t.get_fontsize() for t in ax.get_legend().get_texts()) >= 9
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="label_ridges must be true or false"):
+        rl.plot("H100", label_ridges="no")
+    plt.close("all")

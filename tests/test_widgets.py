@@ -46,3 +46,42 @@ def test_html_table_formats_floats_and_missing_values():
     assert ">80</td>" in per_column and ">153.0</td>" in per_column
     with pytest.raises(ValueError, match="at least one row"):
         html_table([])
+
+
+def test_scrubber_frames_are_sized_for_the_page():
+    plt.close("all")
+    html = scrubber(lambda ax, i: ax.plot([0, i]), [1, 2], fmt="x = {}")
+    # 7.2 x 4.5 inches at 96 dpi: about 690 px, shown unscaled in a ~700 px column
+    import base64
+    import struct
+    png = base64.b64decode(re.search(r"data:image/png;base64,([^\"']+)", html.data)[1])
+    width, height = struct.unpack(">II", png[16:24])
+    assert 689 <= width <= 692 and height == 4.5 * 96  # 691.2 px; Agg rounds it to 690
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"dpi": 0}, "dpi must be an integer from 20 to 600, got 0"),
+     ({"dpi": 72.5}, "dpi must be an integer"),
+     ({"fmt": "{x}"}, r"fmt must be a format string with one positional field.*'\{x\}'"),
+     ({"fmt": "{} and {}"}, "one positional field"),
+     ({"fmt": "{:d}"}, "that formats 0.5"),
+     ({"fmt": "{"}, "unbalanced"),
+     ({"fmt": 3}, "fmt must be a format string"),
+     ({"figsize": (0, 3)}, "figsize width must be a finite number of inches >= 0.5"),
+     ({"figsize": "big"}, "figsize must be")],
+)
+def test_scrubber_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        scrubber(lambda ax, v: None, [0.5, 1.0], **kwargs)
+
+
+def test_html_table_rejects_rows_with_different_keys():
+    with pytest.raises(ValueError, match=r"row 1 lacks \['ridge'\] and adds \['peak'\]"):
+        html_table([{"chip": "A100", "ridge": 153.0}, {"chip": "H100", "peak": 989.4}])
+    with pytest.raises(ValueError, match="rows must be dicts"):
+        html_table([{"chip": "A100"}, ("H100",)])
+    # the same keys in another order are the same columns
+    html = html_table([{"a": 1.0, "b": 2.0}, {"b": 4.0, "a": 3.0}]).data
+    assert html.index(">3.0<") < html.index(">4.0<")
+    assert 'overflow-x: auto' in html  # scrolls in its own box on a phone

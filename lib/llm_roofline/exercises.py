@@ -5,8 +5,10 @@ in ``notebooks/03_roofline``), an expected value computed from the library when 
 checked (so the book and its answers cannot drift apart), a unit, a relative tolerance and
 a hint. A check says whether the answer is right, and if not, the direction and a coarse
 band of how far off it is (within 10 %, 10 to 50 %, a factor of about 2, 3 to 10, an order
-of magnitude or more) and the hint: never the expected value, nor a figure precise enough
-to compute it from.
+of magnitude or more) and a hint: never the expected value, nor a figure precise enough
+to compute it from. An exercise can name typical mistakes, each with the answer it leads to
+(computed, like the expected value, from the library); an answer that matches one gets the
+explanation of that mistake instead of the general hint.
 
 Notebooks add their exercises with ``register``, next to the roofline ones below.
 """
@@ -14,8 +16,13 @@ Notebooks add their exercises with ``register``, next to the roofline ones below
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from .validate import shorten
+
+#: answers are compared on a log scale; sizes outside this range are refused as typos
+_SMALLEST, _LARGEST = 1e-100, 1e100
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,7 @@ class Exercise:
     unit: str
     rtol: float
     hint: str
+    mistakes: tuple[tuple[Callable[[], float], str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,13 +57,22 @@ _REGISTRY: dict[str, Exercise] = {}
 
 
 def register(id: str, expected: Callable[[], float], *, unit: str, hint: str,
-             rtol: float = 0.01) -> Exercise:
-    """Add an exercise; ``expected`` is a function of no arguments (called at check time)."""
+             rtol: float = 0.01,
+             mistakes: Sequence[tuple[Callable[[], float], str]] = ()) -> Exercise:
+    """Add an exercise; ``expected`` is a function of no arguments (called at check time).
+
+    ``mistakes`` pairs a function giving the answer a typical mistake leads to with what
+    went wrong (``(lambda: tpot / batch, "you divided the step time by the batch")``).
+    """
     if id in _REGISTRY:
         raise ValueError(f"exercise id {id!r} is already registered")
     if not 0 <= rtol < 1:
         raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
-    _REGISTRY[id] = Exercise(id, expected, unit, rtol, hint)
+    for mistake in mistakes:
+        if not (isinstance(mistake, tuple) and len(mistake) == 2 and callable(mistake[0])
+                and isinstance(mistake[1], str)):
+            raise ValueError(f"each mistake must be (function, explanation), got {shorten(mistake)}")
+    _REGISTRY[id] = Exercise(id, expected, unit, rtol, hint, tuple(mistakes))
     return _REGISTRY[id]
 
 
@@ -74,28 +91,44 @@ def check(id: str, answer: float) -> Verdict:
     if id not in _REGISTRY:
         raise ValueError(f"unknown exercise {id!r}; known: {', '.join(_REGISTRY)}")
     exercise = _REGISTRY[id]
+    if isinstance(answer, bool):
+        raise ValueError(f"answer must be a number in {exercise.unit}, got {answer!r}")
     try:
         value = float(answer)
     except (TypeError, ValueError):
-        raise ValueError(f"answer must be a number in {exercise.unit}, got {answer!r}") from None
+        raise ValueError(f"answer must be a number in {exercise.unit}, got {shorten(answer)}") from None
+    except OverflowError:  # an integer beyond float's range, such as 10**400
+        value = math.inf
     if not math.isfinite(value):
-        raise ValueError(f"answer must be a finite number in {exercise.unit}, got {answer!r}")
+        raise ValueError(f"answer must be a finite number in {exercise.unit}, got {shorten(answer)}")
+    if value != 0 and not _SMALLEST <= abs(value) <= _LARGEST:
+        raise ValueError(
+            f"answer must be a number in {exercise.unit} of size {_SMALLEST:g} to {_LARGEST:g} "
+            f"(or 0), got {shorten(answer)}: check its unit and exponent"
+        )
     expected = float(exercise.expected())
     tolerance = f"{100 * exercise.rtol:.2g} %" if exercise.rtol else "exact"
     if math.isclose(value, expected, rel_tol=exercise.rtol, abs_tol=0.0):
         return Verdict(True, f"{id}: correct ({value:g} {exercise.unit}, tolerance {tolerance}).")
-    off = "not positive" if value <= 0 < expected else _how_far_off(value / expected)
+    if value <= 0 < expected:
+        off = "not positive"
+    else:
+        off = _how_far_off(math.log10(value) - math.log10(expected))
+    hint = exercise.hint
+    for wrong, explanation in exercise.mistakes:
+        if math.isclose(value, float(wrong()), rel_tol=max(exercise.rtol, 1e-9), abs_tol=0.0):
+            hint = explanation
+            break
     return Verdict(
         False,
-        f"{id}: not yet: {value:g} {exercise.unit} is {off} (tolerance {tolerance}). "
-        f"Hint: {exercise.hint}",
+        f"{id}: not yet: {value:g} {exercise.unit} is {off} (tolerance {tolerance}). Hint: {hint}",
     )
 
 
-def _how_far_off(ratio: float) -> str:
-    """A coarse band for ``answer / expected`` (positive, not within tolerance)."""
-    direction = "high" if ratio > 1 else "low"
-    factor = max(ratio, 1 / ratio)
+def _how_far_off(decades: float) -> str:
+    """A coarse band for ``log10(answer / expected)`` (answer positive, not within tolerance)."""
+    direction = "high" if decades > 0 else "low"
+    factor = 10 ** min(abs(decades), 300.0)
     if factor < 1.1:
         return f"a little too {direction} (within 10 %)"
     if factor < 1.5:
@@ -104,10 +137,10 @@ def _how_far_off(ratio: float) -> str:
         return f"too {direction} by a factor of about 2"
     if factor < 10:
         return f"too {direction} by a factor of 3 to 10"
-    decades = round(math.log10(factor))
-    if decades == 1:
+    rounded = round(abs(decades))
+    if rounded == 1:
         return f"an order of magnitude too {direction}"
-    return f"too {direction} by a factor of about {10**decades:,}"
+    return f"too {direction} by a factor of about {10**rounded:,}"
 
 
 # notebooks/03_roofline: the roofline model -----------------------------------------
@@ -137,22 +170,50 @@ def _roofline_4() -> float:
     return float(bytes_per_element("bf16") / bytes_per_element("int4", 128, "fp16"))
 
 
+def _h100(dtype: str) -> float:
+    from .hardware import get_accelerator
+
+    return get_accelerator("H100 SXM").ridge(dtype)
+
+
 register(
     "roofline-1", _roofline_1, unit="FLOPs/byte",
-    hint="the ridge is peak over bandwidth; use the dense FP8 peak, not the BF16 one.",
+    hint="the ridge is the dense FP8 peak (FLOP/s) over the bandwidth (byte/s).",
+    mistakes=(
+        (lambda: _h100("bf16"), "that is the BF16 ridge: use the FP8 tensor peak."),
+        (lambda: 2 * _h100("fp8"), "that ridge uses the sparsity figure: the dense peak is half of it."),
+    ),
 )
 register(
     "roofline-2", _roofline_2, unit="TFLOPS",
-    hint="below the ridge the roof is the slope I x B_mem; mind GB/s versus TFLOPS.",
+    hint="below the ridge the roof is the slope, I x B_mem; mind GB/s versus TFLOPS.",
+    mistakes=(
+        (lambda: 1e3 * _roofline_2(), "that is in GFLOPS: 1 TFLOPS is 1,000 GFLOPS."),
+        (lambda: _peak_a100(), "that is the peak: 64 FLOPs/byte is below the A100's ridge, on the slope."),
+    ),
 )
 register(
     "roofline-3", _roofline_3, unit="sequences", rtol=0.0,
     hint="in decode I = B; find the first whole B at or above the H200's BF16 ridge.",
+    mistakes=(
+        (lambda: _roofline_3() - 1, "a batch below the ridge is still memory-bound: round up, not down."),
+        (lambda: math.ceil(_h100("bf16")), "that is the H100's ridge: the H200 has more bandwidth."),
+    ),
 )
 register(
     "roofline-4", _roofline_4, unit="times faster",
-    hint="a memory-bound kernel's time is bytes / bandwidth; count the group scales too.",
+    hint="a memory-bound kernel's time is bytes / bandwidth: compare the bytes per weight.",
+    mistakes=(
+        (lambda: 4.0, "half a byte per weight is not all: count one 2-byte scale per 128 weights."),
+        (lambda: 1 / _roofline_4(), "that is how much slower bf16 is: divide bf16's bytes by int4's."),
+    ),
 )
+
+
+def _peak_a100() -> float:
+    from .hardware import get_accelerator
+
+    return get_accelerator("A100").peak("bf16") / 1e12
 
 
 # notebooks/07_calculator: the calculator ------------------------------------------
@@ -195,24 +256,51 @@ def _calculator_5() -> float:
 
 register(
     "calculator-1", _calculator_1, unit="GB",
-    hint="2 (K and V) x layers x KV heads (not query heads) x head_dim x 2 bytes, per token.",
+    hint="2 (K and V) x layers x KV heads x head_dim x 2 bytes, per token; GB are 1e9 bytes.",
+    mistakes=(
+        (lambda: 8 * _calculator_1(), "that counts the 64 query heads: the cache holds the 8 KV heads."),
+        (lambda: _calculator_1() / 2, "a token caches a key and a value: count both."),
+        (lambda: _calculator_1() * 1e9 / 2**30, "that is in GiB (2**30 bytes): the question asks GB."),
+    ),
 )
 register(
     "calculator-2", _calculator_2, unit="sequences", rtol=0.02,
     hint="usable memory is 90 % of 80 GiB (2**30 bytes each); subtract the weights, divide by one "
-    "sequence's cache.",
+    "sequence's cache (prompt plus generated tokens).",
+    mistakes=(
+        (lambda: _calculator_2() * 2560 / 2048,
+         "a sequence caches its generated tokens too, not only the prompt."),
+    ),
 )
 register(
     "calculator-3", _calculator_3, unit="experts",
     hint="an expert is missed by every one of the T tokens with probability (1 - k/E)^T.",
+    mistakes=(
+        (lambda: 16 * 8.0, "16 x 8 counts an expert twice when two tokens pick it: use the "
+         "probability that no token picks it."),
+        (lambda: 8.0, "that is one token's experts: the batch's 16 tokens pick more."),
+    ),
 )
 register(
-    "calculator-4", _calculator_4, unit="ms",
-    hint="one decode step makes one token for every user: do not divide the step time by B.",
+    "calculator-4", _calculator_4, unit="ms", rtol=0.05,
+    hint="one decode step makes one token for every user, so TPOT is the step time: per GPU, "
+    "its share of the weights plus every user's cache (at about the average context), over the "
+    "bandwidth. The library also counts the 16-bit embedding and head and the all-reduces; a "
+    "hand estimate within 5 % is right.",
+    mistakes=(
+        (lambda: _calculator_4() / 64, "you divided the step time by the batch: that is the "
+         "amortised cost of a token, not what a user waits."),
+        (lambda: 2 * _calculator_4(), "with tensor parallelism each of the two GPUs reads only its "
+         "half of the weights and cache, at the same time."),
+    ),
 )
 register(
     "calculator-5", _calculator_5, unit="times",
     hint="per-head cache: heads x (key dim + value dim); latent: kv_lora_rank + rope dim.",
+    mistakes=(
+        (lambda: _calculator_5() / 8, "that is the ratio per GPU under 8-way tensor parallelism: "
+         "the question asks for the whole cache."),
+    ),
 )
 
 

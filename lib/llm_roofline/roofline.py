@@ -18,6 +18,7 @@ import numpy as np
 import sympy as sp
 
 from .hardware import Accelerator, get_accelerator
+from .validate import boolean
 
 # The symbolic form, for derivations: P = Min(P_peak, I B_mem), I_ridge = P_peak / B_mem.
 I, P_peak, B_mem = sp.symbols("I P_peak B_mem", positive=True)  # noqa: E741 (the book's I)
@@ -111,6 +112,7 @@ def plot(
     ax=None,
     imin: float = 0.25,
     imax: float = 4096.0,
+    label_ridges: bool = True,
 ):
     """Draw rooflines on log-log axes: TFLOPS against FLOPs/byte; return the Axes.
 
@@ -118,7 +120,10 @@ def plot(
     a dot at each ridge point, and each operation in ``operations`` as a dotted vertical
     line at its intensity, named above the axes (``{"decode": 1.0}``), or, with a measured
     rate in FLOP/s, as a labelled point (``{"my GEMV": (1.0, 2.1e12)}``). Roofline lines
-    carry ``gid="roofline"``. Raises ``ValueError`` if no chip has any of the precisions.
+    carry ``gid="roofline"``; their legend names the ridge unless ``label_ridges`` is false
+    (a page whose exercise asks for a ridge). With more than four lines the legend goes
+    below the axes, where it covers no line. Raises ``ValueError`` if no chip has any of
+    the precisions.
     """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, NullLocator
@@ -130,6 +135,7 @@ def plot(
     chips = [get_accelerator(a) for a in accelerators]
     if not any(chip.has(dtype) for chip in chips for dtype in dtypes):
         raise ValueError(f"none of {[c.name for c in chips]} has a peak for {list(dtypes)}")
+    label_ridges = boolean("label_ridges", label_ridges)
     lo, hi = float(_positive("imin", imin)), float(_positive("imax", imax))
     if lo >= hi:
         raise ValueError(f"imin ({imin}) must be below imax ({imax})")
@@ -145,7 +151,7 @@ def plot(
                 continue
             ridge = chip.ridge(dtype)
             y = attainable(x, chip, dtype=dtype) / 1e12
-            label = f"{chip.name} {dtype} (ridge {ridge:.0f})"
+            label = f"{chip.name} {dtype}" + (f" (ridge {ridge:.0f})" if label_ridges else "")
             ax.plot(x, y, styles[j % len(styles)], color=color, label=label, gid="roofline")
             if lo <= ridge <= hi:
                 ax.scatter([ridge], [chip.peak(dtype) / 1e12], color=color, zorder=3, s=18)
@@ -161,7 +167,7 @@ def plot(
             y = float(_positive(f"achieved FLOP/s of {name!r}", achieved)) / 1e12
             ax.scatter([intensity], [y], marker="x", color="k", zorder=4)
             ax.annotate(name, (intensity, y), xytext=(4, 4), textcoords="offset points",
-                        fontsize=8)
+                        fontsize=9)
 
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -170,17 +176,25 @@ def plot(
     ax.set_xlim(lo, hi)
     if marked:
         top = ax.secondary_xaxis("top")
-        top.set_xticks(list(marked.values()), labels=list(marked), fontsize=8, color="0.3")
+        top.set_xticks(list(marked.values()), labels=list(marked), fontsize=9, color="0.3")
         top.xaxis.set_minor_locator(NullLocator())
         top.tick_params(length=0)
     ax.set_xlabel("arithmetic intensity I (FLOPs/byte)")
     ax.set_ylabel("attainable performance (TFLOPS)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    if len(_rooflines(ax)) > 4:
+        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
+                  frameon=False)
+    else:
+        ax.legend(fontsize=9, loc="lower right")
     return ax
 
 
-def explore(accelerator, dtype: str, intensity: float, ax=None):
+def _rooflines(ax) -> list:
+    return [line for line in ax.get_lines() if line.get_gid() == "roofline"]
+
+
+def explore(accelerator, dtype: str, intensity: float, ax=None, label_ridges: bool = True):
     """One roofline with a kernel at ``intensity`` on it and a readout; return the Axes.
 
     The pure function behind the roofline notebook's slider: the readout gives the attainable
@@ -189,7 +203,7 @@ def explore(accelerator, dtype: str, intensity: float, ax=None):
     chip = get_accelerator(accelerator)
     p = attainable(intensity, chip, dtype=dtype)
     intensity = float(intensity)  # also for exact inputs, e.g. a Fraction from dtypes
-    ax = plot([chip], (dtype,), ax=ax)
+    ax = plot([chip], (dtype,), ax=ax, label_ridges=label_ridges)
     ax.scatter([intensity], [p / 1e12], s=60, color="C3", zorder=5)
     readout = (
         f"I = {intensity:,g} FLOPs/byte\n"
@@ -197,7 +211,10 @@ def explore(accelerator, dtype: str, intensity: float, ax=None):
         f"efficiency {efficiency(intensity, chip, dtype=dtype):.1%}\n"
         f"{regime(intensity, chip, dtype=dtype)}"
     )
-    ax.text(0.02, 0.97, readout, transform=ax.transAxes, va="top", fontsize=9,
+    # a single roofline leaves the upper left (above the slope) and the lower right (under
+    # the roof) empty: the legend goes to one, the readout to the other, covering no data
+    ax.legend(fontsize=9, loc="upper left")
+    ax.text(0.98, 0.04, readout, transform=ax.transAxes, ha="right", va="bottom", fontsize=9,
             bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
     ax.set_ylim(chip.peak(dtype) / 1e12 / 5000, chip.peak(dtype) / 1e12 * 3)
     return ax

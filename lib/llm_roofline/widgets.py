@@ -12,7 +12,10 @@ No arithmetic here. A figure is drawn by a pure function from the library (for e
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Sequence
+
+from .validate import integer, real, shorten
 
 # to_jshtml links Font Awesome from a CDN for its button icons; the book reads offline,
 # so the link is dropped (the slider and the buttons still work, the theme styles icons).
@@ -25,17 +28,19 @@ def scrubber(
     *,
     label: str = "",
     fmt: str = "{}",
-    figsize: tuple[float, float] = (6.0, 4.0),
-    dpi: int = 72,
+    figsize: tuple[float, float] = (7.2, 4.5),
+    dpi: int = 96,
     interval: int = 500,
 ):
     """A slider over precomputed frames, as an ``IPython.display.HTML`` object.
 
     ``draw(ax, value)`` draws one frame on a cleared Axes; the frame's title is
-    ``label + fmt.format(value)``. The animation does not play by itself (the reader drags
-    the slider or presses play), stops at the last frame, and the figure is closed so no
-    stray static image follows it. Keep ``len(values)`` small (<= 25) and ``dpi`` low:
-    every frame is embedded as a PNG.
+    ``label + fmt.format(value)``, where ``fmt`` has one positional field (``"{}"``,
+    ``"I = {:g}"``). The animation does not play by itself (the reader drags the slider or
+    presses play), stops at the last frame, and the figure is closed so no stray static
+    image follows it. Every frame is embedded as a PNG at its own pixel size, so keep
+    ``len(values)`` small (<= 25); the defaults (7.2 x 4.5 inches at 96 dpi, about 690 px)
+    fit the book's column without scaling, so 9-pt text reads as 9 pt.
     """
     import matplotlib.pyplot as plt
     from IPython.display import HTML
@@ -44,7 +49,13 @@ def scrubber(
     values = list(values)
     if not values:
         raise ValueError("values must hold at least one frame value, got none")
-    fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
+    _check_fmt(fmt, values[0])
+    dpi = integer("dpi", dpi, minimum=20, maximum=600)
+    if (not isinstance(figsize, Sequence) or isinstance(figsize, str) or len(figsize) != 2):
+        raise ValueError(f"figsize must be (width, height) in inches, got {shorten(figsize)}")
+    width, height = (real(f"figsize {side}", v, minimum=0.5, maximum=50, unit="inches")
+                     for side, v in zip(("width", "height"), figsize, strict=True))
+    fig, ax = plt.subplots(figsize=(width, height), dpi=dpi, layout="constrained")
 
     def frame(i: int) -> None:
         ax.clear()
@@ -55,6 +66,23 @@ def scrubber(
     html = animation.to_jshtml(default_mode="once")
     plt.close(fig)
     return HTML(_CDN_LINK.sub("", html))
+
+
+def _check_fmt(fmt: str, value) -> None:
+    """``fmt`` must format one value with one positional field: ``"{}"`` or ``"I = {:g}"``."""
+    what = "fmt must be a format string with one positional field, such as '{}' or 'I = {:g}'"
+    if not isinstance(fmt, str):
+        raise ValueError(f"{what}; got {shorten(fmt)}")
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(fmt) if f is not None]
+    except ValueError:
+        raise ValueError(f"{what}; got {shorten(fmt)} (unbalanced braces)") from None
+    if fields != [""]:
+        raise ValueError(f"{what}; got {shorten(fmt)} (fields {fields})")
+    try:
+        fmt.format(value)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{what} that formats {shorten(value)}; got {shorten(fmt)} ({err})") from None
 
 
 def live(fn: Callable, **controls):
@@ -71,6 +99,9 @@ def live(fn: Callable, **controls):
 def html_table(rows: Sequence[dict], floatfmt: str | dict[str, str] = "{:,.1f}"):
     """Rows of dicts with the same keys as an ``IPython.display.HTML`` table.
 
+    The table sits in its own horizontally scrolling box, so on a narrow screen it scrolls
+    instead of hiding columns or widening the page.
+
     Floats are written with ``floatfmt``, one format for all columns or a dict from column
     name to format (other columns get ``"{:,.1f}"``); ``None`` (for example a precision a
     chip lacks) shows as a dash.
@@ -81,7 +112,18 @@ def html_table(rows: Sequence[dict], floatfmt: str | dict[str, str] = "{:,.1f}")
 
     if not rows:
         raise ValueError("rows must hold at least one row, got none")
+    if not all(isinstance(row, dict) for row in rows):
+        bad = next(row for row in rows if not isinstance(row, dict))
+        raise ValueError(f"rows must be dicts (column name -> value), got {shorten(bad)}")
     header = list(rows[0])
+    for i, row in enumerate(rows):
+        if set(row) != set(header):
+            missing = [k for k in header if k not in row]
+            extra = [k for k in row if k not in header]
+            raise ValueError(
+                f"rows must all have the keys of the first row, {shorten(header)}; row {i} "
+                f"lacks {shorten(missing)} and adds {shorten(extra)}"
+            )
     formats = floatfmt if isinstance(floatfmt, dict) else dict.fromkeys(header, floatfmt)
 
     pad = "padding: 0.15em 0.6em"
@@ -98,4 +140,5 @@ def html_table(rows: Sequence[dict], floatfmt: str | dict[str, str] = "{:,.1f}")
     body = "".join(
         "<tr>" + "".join(cell(row[k], k) for k in header) + "</tr>" for row in rows
     )
-    return HTML(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return HTML(f'<div style="overflow-x: auto; max-width: 100%">{table}</div>')
