@@ -81,7 +81,8 @@ from .models import ModelConfig, get_model
 __all__ = [
     "ATTENTION_KERNEL", "WEIGHT_MATMULS", "DecodeStep", "Estimate", "Memory", "Setup",
     "critical_batch", "critical_batches", "decode_step", "estimate", "gpus_needed", "max_batch",
-    "max_prompt_len", "memory", "setup",
+    "max_compute_context", "max_prompt_len", "memory", "setup",
+    "step_critical_batch",
 ]
 
 Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays
@@ -579,6 +580,59 @@ def critical_batches(model: ModelConfig | str, accelerator: Accelerator | str, c
         return compute_bound
 
     return {k: _first_true(bound_of(k), limit) for k in kernels}
+
+
+def step_critical_batch(model: ModelConfig | str, accelerator: Accelerator | str, context, *,
+                        weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                        compute_dtype: str | None = None, n_gpus: int = 1,
+                        weight_group_size: int = 128, limit: int = 2**16):
+    """The smallest batch at which a decode step at ``context`` is mostly compute-bound.
+
+    "Mostly": its compute-bound kernels take at least as long as its memory-bound ones (the
+    rule of ``Estimate.decode_bound``). Past ``critical_batch`` the weight matmuls' FLOP time
+    and the attention's cache time both grow in proportion to the batch, so whether the step
+    is mostly compute-bound then depends on the context alone: about while
+    ``2 * N_active / q_kv(context) >= I_ridge`` (FLOPs per token against the cache bytes per
+    sequence). ``None`` (or -1 in an array) when no batch up to ``limit`` makes it so.
+    ``context`` may be an array; each entry is searched over every batch from 1 to ``limit``.
+    """
+    options = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                   n_gpus=n_gpus, weight_group_size=weight_group_size)
+    limit = validate.integer("limit", limit, maximum=2**20)
+    cfg = _model(model)
+    ctx = _contexts(cfg, context)
+    batch = np.arange(1, limit + 1)
+    answer = np.full(ctx.shape, -1, dtype=np.int64)
+    for index, c in np.ndenumerate(ctx):
+        compute = decode_step(cfg, accelerator, batch, int(c), **options).bound == "compute"
+        if np.any(compute):
+            answer[index] = int(np.argmax(compute)) + 1
+    if np.ndim(answer) == 0:
+        return None if answer < 0 else int(answer)
+    return answer
+
+
+def max_compute_context(model: ModelConfig | str, accelerator: Accelerator | str, *,
+                        weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                        compute_dtype: str | None = None, n_gpus: int = 1,
+                        weight_group_size: int = 128, limit: int = 2**16) -> int:
+    """The longest context at which some batch (up to ``limit``) makes decode mostly compute-bound.
+
+    0 if none does. A larger batch only raises the compute-bound share of a step (the weight
+    matmuls' FLOP time grows with it, the fixed costs do not), so the test is at ``limit``;
+    the share falls as the context grows, so the answer is found by bisection. Beyond it the
+    memory-bound attention over the cache takes most of every step, whatever the batch.
+    """
+    options = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                   n_gpus=n_gpus, weight_group_size=weight_group_size)
+    limit = validate.integer("limit", limit, maximum=2**20)
+    cfg = _model(model)
+
+    def memory_bound(c):
+        return decode_step(cfg, accelerator, limit, int(c), **options).bound == "memory"
+
+    first = _first_true(memory_bound, cfg.max_context)
+    return cfg.max_context if first is None else first - 1
 
 
 # --- internals -------------------------------------------------------------------------------

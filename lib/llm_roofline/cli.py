@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 
 import numpy as np
 
@@ -288,9 +289,9 @@ def _report(r: dict) -> str:
     users = "1 user" if r["batch"] == 1 else f"{r['batch']:,} users"
     lines = [
         f"{r['model']} on {gpus}",
-        f"precisions: {r['precision']}",
-        *(["  (the KV cache stays bf16 whatever --dtype is, as engines do; --kv-dtype to "
-           "change it)"] if r["kv_dtype_defaulted"] and r["kv_dtype"] != r["weight_dtype"] else []),
+        *textwrap.wrap(f"precisions: {r['precision']}", 80, subsequent_indent="  "),
+        *(["  (KV cache bf16 by default, whatever --dtype is; --kv-dtype to change)"]
+          if r["kv_dtype_defaulted"] and r["kv_dtype"] != r["weight_dtype"] else []),
         f"workload: {users}, prompt {r['prompt_len']:,} tokens, output {r['output_len']:,} "
         "tokens each",
         "",
@@ -317,20 +318,19 @@ def _report(r: dict) -> str:
     bound = f"roofline bounds at MBU {r['mbu']:g}, MFU {r['mfu']:g}"
     lines.append(f"latency and throughput ({bound})" if r["fits"] else
                  f"latency and throughput IF IT FIT ({bound})")
-    prefill_what = "the prefill of the one prompt" if r["batch"] == 1 else (
-        f"the {r['batch']:,} prompts prefilled together in one pass")
+    prefill_what = "1 prompt" if r["batch"] == 1 else f"{r['batch']:,} prompts in one prefill"
     lines += [
-        f"  TTFT                     {_time(r['ttft_s']):>10}   {prefill_what}, "
+        f"  TTFT, whole batch        {_time(r['ttft_s']):>10}   {prefill_what}, "
         f"{r['prefill_bound']}-bound",
-        f"  TTFT, joining a server   {_time(r['ttft_joining_s']):>10}   one new prompt in one step "
-        f"with the {r['batch']:,} running users' tokens",
-        f"  TPOT, each user          {_time(r['tpot_s']):>10}   one decode step, "
-        f"{r['decode_bound']}-bound, {100 * r['bandwidth_utilisation']:.0f} % of peak bandwidth",
+        f"  TTFT, joining a server   {_time(r['ttft_joining_s']):>10}   1 prompt in a step with "
+        f"{r['batch']:,} decoding",
+        f"  TPOT, each user          {_time(r['tpot_s']):>10}   {r['decode_bound']}-bound, "
+        f"{100 * r['bandwidth_utilisation']:.0f} % of peak bandwidth",
         f"  throughput, all users    {r['throughput_tok_s']:10,.1f}   tokens/s",
     ]
     if r["batch"] > 1:
         lines.append(f"  TPOT / batch             {_time(r['tpot_s'] / r['batch']):>10}   "
-                     "amortised over the users; no user waits this little")
+                     "amortised: no user waits this little")
     lines.append(f"  one request, end to end  {_time(r['e2e_s']):>10}")
     if "breakdown" in r:
         lines += _breakdown_lines(r["breakdown"])

@@ -1,6 +1,6 @@
 """The chapters' figures, as pure functions: parameters in, a Matplotlib figure (or Axes) out.
 
-No arithmetic here: every number comes from ``estimate``, ``formulas`` and ``roofline``. The
+No arithmetic here: every number comes from ``calculator``, ``formulas`` and ``roofline``. The
 notebooks call these functions, so a page shows the idea (which model, which precision,
 which range) and not forty lines of plotting.
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import formulas as F
+from .calculator import critical_batch, estimate, gpus_needed, max_batch, max_compute_context, memory
 from .dtypes import bytes_per_element
-from .estimate import critical_batch, estimate, gpus_needed, max_batch, memory
 from .hardware import get_accelerator
 from .models import get_model
 from .roofline import explore
@@ -127,9 +127,13 @@ def latency_curves(model="llama-3-70b", gpu="H100 SXM", n_gpus: int = 4, prompt:
 
 
 def critical_curves(gpu="H100 SXM", max_context: int = 65536):
-    """The smallest compute-bound decode batch against the context, per scale and precision.
+    """Where a decode step can be mostly compute-bound: batch against context, per scale.
 
-    A missing point means no batch makes decode compute-bound there. Returns the figure.
+    For each precision, a horizontal line at the batch where the weight matmuls reach the roof
+    (``critical_batch``, the same at every context), ending at the longest context at which a
+    large batch still makes the step mostly compute-bound (``max_compute_context``); to the
+    right of the end, the memory-bound attention over the cache takes most of every step.
+    Returns the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -140,18 +144,21 @@ def critical_curves(gpu="H100 SXM", max_context: int = 65536):
         for ax, (scale, name) in zip(axes, SCALES.items(), strict=True):
             cfg = get_model(name)
             top = min(cfg.max_context, max_context)
-            context = np.unique(np.geomspace(1, top, 40).astype(int))
-            for precision, (weights, kv) in PRECISIONS.items():
-                b = critical_batch(cfg, chip, context, weight_dtype=weights, kv_dtype=kv)
-                ax.plot(context[b > 0], b[b > 0], "o-", ms=3, color=COLOURS[precision],
+            for offset, (precision, (weights, kv)) in enumerate(PRECISIONS.items()):
+                batch = critical_batch(cfg, chip, weight_dtype=weights)
+                end = min(max_compute_context(cfg, chip, weight_dtype=weights, kv_dtype=kv), top)
+                lift = 1.06 ** offset  # lines that coincide stay visible side by side
+                ax.plot([1, end], [batch * lift] * 2, "-", lw=2, color=COLOURS[precision],
                         label=precision)
-            ax.set(xscale="log", yscale="log", xlabel="context (tokens)", title=f"{scale}: {name}")
+                ax.plot([end], [batch * lift], "x", ms=8, mew=2, color=COLOURS[precision])
+            ax.set(xscale="log", yscale="log", xlim=(1, top), xlabel="context (tokens)",
+                   title=f"{scale}: {name}")
             ax.set_xticks([1, 100, 10_000], labels=["1", "100", "10k"])
             ax.grid(True, which="major", alpha=0.3)
-        axes[0].set_ylabel("smallest compute-bound batch")
+        axes[0].set_ylabel("batch where the weight\nmatmuls reach the roof")
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
-        fig.suptitle(f"Where decode turns compute-bound on the {chip.name} (a line stops: never)")
+        fig.suptitle(f"Decode on the {chip.name}: mostly compute-bound only left of the x")
         fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
