@@ -101,7 +101,7 @@ def _phases_2() -> float:
 def _phases_3() -> float:
     from . import formulas as F
 
-    values = {F.n_new: 256, F.n_past: 0}
+    values = {F.n_new: 64, F.n_past: 0}
     causal = F.attention_pairs_expr(causal=True).subs(values)
     full = F.attention_pairs_expr(causal=False).subs(values)
     return float(causal / full)
