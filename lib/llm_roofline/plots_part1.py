@@ -6,6 +6,7 @@ formulas, the calculator); nothing here counts FLOPs or bytes.
 - :func:`timeline`: a profiler-style trace of one ``generate`` call, one block per forward
   pass, as wide as its time and as tall as its achieved FLOP/s;
 - :func:`decode_share`: the share of a call's time spent in decode against output length;
+- :func:`snapshot`: a tally's two phases as a profiler's summary (time, share, FLOP/s, GB/s);
 - :func:`phase_rows`: per operation, the FLOPs, bytes and intensity of a prefill and of a
   decode step side by side, as rows for ``widgets.html_table``;
 - :func:`op_intensity`: the same intensities as a dot plot against a chip's ridge point;
@@ -19,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from .formulas import Cost, total
 from .validate import choice, real
 
-__all__ = ["PHASE_COLORS", "decode_share", "op_intensity", "phase_rows", "timeline", "two_regimes"]
+__all__ = ["PHASE_COLORS", "decode_share", "op_intensity", "phase_rows", "snapshot", "timeline",
+           "two_regimes"]
 
 PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b6ca8"}
 """One colour per phase, used by every figure of the two chapters."""
@@ -108,6 +110,35 @@ def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=No
     if label is not None:
         ax.legend(fontsize=9, loc="lower right")
     return ax
+
+
+def snapshot(tally) -> list[dict]:
+    """A ``Tally`` of one ``generate`` call as a profiler's summary, one row per quantity.
+
+    Columns ``prefill`` and ``decode`` hold text: the passes, the tokens each pass fed, the
+    measured time and its share of the call, the FLOPs and bytes counted, and the FLOP/s and
+    bytes/s achieved (counted over measured). Rows, not columns, so it fits a phone.
+    """
+    passes = list(tally.passes)
+    phases = ("prefill", "decode")
+    missing = [ph for ph in phases if not any(p["phase"] == ph for p in passes)]
+    if missing:
+        raise ValueError(f"tally must hold passes of both phases; it has none of {missing}")
+    wall = tally.seconds()
+    columns = {}
+    for ph in phases:
+        mine = [p for p in passes if p["phase"] == ph]
+        c, t = tally.total(ph), tally.seconds(ph)
+        tokens = sorted({p["batch"] * p["n_new"] for p in mine})
+        columns[ph] = [
+            f"{len(mine):,}", " or ".join(f"{n:,}" for n in tokens), f"{1e3 * t:,.1f}",
+            f"{100 * t / wall:.0f} %", f"{c.flops / 1e9:,.2f}", f"{c.flops / t / 1e9:,.2f}",
+            f"{c.bytes / 1e6:,.0f}", f"{c.bytes / t / 1e9:,.2f}",
+        ]
+    labels = ["forward passes", "tokens per pass", "time (ms)", "share of the call", "GFLOP",
+              "achieved GFLOP/s", "MB moved", "achieved GB/s"]
+    return [{"": label, "prefill": columns["prefill"][i], "decode": columns["decode"][i]}
+            for i, label in enumerate(labels)]
 
 
 def _scale(units: Mapping[str, float], unit: str, field: str) -> float:
