@@ -102,6 +102,7 @@ def test_op_intensity_places_each_operation_at_its_intensity():
     assert list(prefill.get_xdata()) == [25.0] and list(decode.get_xdata()) == [0.5]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["q_proj"]  # kv_read: no FLOPs
     assert ax.get_lines()[2].get_xdata()[0] == 10.0  # the ridge
+    assert "ridge point" in " ".join(t.get_text() for t in ax.texts)
     with pytest.raises(ValueError, match="ops names"):
         op_intensity(PRE, DEC, ops=["gate_proj"])
     with pytest.raises(ValueError, match="decode lacks"):

@@ -206,13 +206,14 @@ def op_intensity(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *, ax=
     if ridge is not None:
         ridge = real("ridge", ridge, minimum=0.0)
         ax.axvline(ridge, color="0.3", linestyle="--", linewidth=1)
-        ax.text(ridge, len(ops) - 0.4, f" {ridge_label}", fontsize=9, color="0.3", va="bottom")
+        ax.text(ridge, 0.98, f"{ridge_label} ", fontsize=9, color="0.3", rotation=90,
+                ha="right", va="top", transform=ax.get_xaxis_transform())
     ax.set_yticks(list(y), ops, fontsize=9)
-    ax.set_ylim(len(ops) - 0.5 + (0.8 if ridge is not None else 0), -0.7)
+    ax.set_ylim(len(ops) - 0.5, -0.7)
     ax.set_xscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=9, loc="lower right")
+    ax.legend(fontsize=9, loc="upper center")
     return ax
 
 
