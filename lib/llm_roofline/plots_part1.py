@@ -53,7 +53,7 @@ def timeline(passes: Sequence[Mapping], flops: Sequence[float], *, ax=None, log:
         raise ValueError("passes must hold at least one forward pass, got none")
     if len(flops) != len(passes):
         raise ValueError(f"flops must have one value per pass ({len(passes)}), got {len(flops)}")
-    ax = _axes(ax, (7.5, 3.6))
+    ax = _axes(ax, (7, 3.6))
     start, top = 0.0, 0.0
     for i, (p, f) in enumerate(zip(passes, flops, strict=True)):
         phase = choice(f"passes[{i}]['phase']", p.get("phase"), PHASE_COLORS)
@@ -75,7 +75,7 @@ def timeline(passes: Sequence[Mapping], flops: Sequence[float], *, ax=None, log:
     ax.set_ylabel("achieved GFLOP/s")
     phases = [ph for ph in PHASE_COLORS if any(p["phase"] == ph for p in passes)]
     ax.legend(handles=[Patch(color=PHASE_COLORS[ph], label=ph) for ph in phases],
-              loc="upper right", fontsize=9)
+              loc="upper right", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     return ax
 
@@ -101,14 +101,14 @@ def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=No
         threshold = real("threshold", threshold, minimum=0.0, maximum=1.0)
         ax.axhline(100 * threshold, color="0.4", linestyle="--", linewidth=1)
         ax.text(output_lens[0], 100 * threshold - 2, f"{100 * threshold:g} %", va="top",
-                fontsize=9, color="0.3")
+                fontsize=10, color="0.3")
     ax.set_xscale("log")
     ax.set_ylim(0, 100)
     ax.set_xlabel("output tokens per request")
     ax.set_ylabel("time in decode (% of the call)")
     ax.grid(alpha=0.3)
     if label is not None:
-        ax.legend(fontsize=9, loc="lower right")
+        ax.legend(fontsize=10, loc="lower right")
     return ax
 
 
@@ -206,14 +206,14 @@ def op_intensity(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *, ax=
     if ridge is not None:
         ridge = real("ridge", ridge, minimum=0.0)
         ax.axvline(ridge, color="0.3", linestyle="--", linewidth=1)
-        ax.text(ridge, 0.98, f"{ridge_label} ", fontsize=9, color="0.3", rotation=90,
+        ax.text(ridge, 0.98, f"{ridge_label} ", fontsize=10, color="0.3", rotation=90,
                 ha="right", va="top", transform=ax.get_xaxis_transform())
-    ax.set_yticks(list(y), ops, fontsize=9)
+    ax.set_yticks(list(y), ops, fontsize=10)
     ax.set_ylim(len(ops) - 0.5, -0.7)
     ax.set_xscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=9, loc="upper center")
+    ax.legend(fontsize=10, loc="best")
     return ax
 
 
@@ -221,7 +221,7 @@ def two_regimes(ax=None):
     """The article's flowchart of one request: prefill once (GEMM), then decode in a loop (GEMV)."""
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-    ax = _axes(ax, (7.5, 5.6))
+    ax = _axes(ax, (7, 5.6))
     ax.set_xlim(0, 10)
     ax.set_ylim(0, 10.4)
     ax.set_axis_off()
