@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from llm_roofline import exercises_part1  # noqa: E402, F401
+from llm_roofline import exercises_ch01_ch02  # noqa: E402, F401
 from llm_roofline.exercises import check  # noqa: E402
 from llm_roofline.formulas import Cost  # noqa: E402
 from llm_roofline.plots_part1 import (  # noqa: E402

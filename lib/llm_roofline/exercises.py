@@ -282,11 +282,11 @@ register(
     ),
 )
 register(
-    "calculator-4", _calculator_4, unit="ms", rtol=0.05,
+    "calculator-4", _calculator_4, unit="ms", rtol=0.08,
     hint="one decode step makes one token for every user, so TPOT is the step time: per GPU, "
     "its share of the weights plus every user's cache (at about the average context), over the "
-    "bandwidth. The library also counts the 16-bit embedding and head and the all-reduces; a "
-    "hand estimate within 5 % is right.",
+    "bandwidth. The library also counts the 16-bit embedding and head and the 160 all-reduces "
+    "of each step (about 3 us of latency each); a hand estimate within 8 % is right.",
     mistakes=(
         (lambda: _calculator_4() / 64, "you divided the step time by the batch: that is the "
          "amortised cost of a token, not what a user waits."),
@@ -352,3 +352,7 @@ register("kv-4", _kv_4, unit="FLOPs/byte", rtol=0.03,
 register("kv-5", _kv_5, unit="(ratio)", rtol=0.05,
          hint="reserving the whole context is like every sequence being max_context long; "
          "use max_batch for both cases and divide paged by reserved")
+
+
+# Later chapters keep their answer checks in modules of their own, which register here.
+from . import exercises_ch01_ch02, exercises_ch04  # noqa: E402, F401

@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 
 from .hardware import Accelerator, get_accelerator
-from .validate import boolean
+from .validate import boolean, shorten
 
 # The symbolic form, for derivations: P = Min(P_peak, I B_mem), I_ridge = P_peak / B_mem.
 I, P_peak, B_mem = sp.symbols("I P_peak B_mem", positive=True)  # noqa: E741 (the book's I)
@@ -29,12 +29,20 @@ MEMORY_BOUND, COMPUTE_BOUND = "memory-bound", "compute-bound"
 
 
 def _positive(name: str, value):
-    """``value`` as a float or float array, if every entry is positive and finite."""
-    array = np.asarray(value, dtype=float)
+    """``value`` as a float or float array, if every entry is a positive, finite real number."""
+    what = f"{name} must be positive and finite (a real number or an array of them)"
+    if isinstance(value, str | bytes | bool | np.bool_) or value is None:
+        raise ValueError(f"{what}, got {shorten(value)}")
+    try:
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iufO":  # objects: exact numbers such as Fraction or SymPy's
+            raise TypeError
+        array = raw.astype(float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what}, got {shorten(value)}") from None
     bad = ~(np.isfinite(array) & (array > 0))
     if bad.any():
-        first = array[bad].flat[0]
-        raise ValueError(f"{name} must be positive and finite, got {first!r}")
+        raise ValueError(f"{what}, got {shorten(array[bad].flat[0].item())}")
     return array
 
 

@@ -28,21 +28,21 @@ def _first(predicate, low: int, high: int) -> int:
 
 
 def _paradox_1() -> float:
-    from .estimate import estimate
+    from .calculator import estimate
 
     e = estimate("llama-3-8b", "H100 SXM", 1, 2048, 256)
     return 1 + 0.95 / 0.05 * e.ttft_s / e.tpot_s  # the output length where decode is 95 %
 
 
 def _paradox_2() -> float:
-    from .estimate import estimate
+    from .calculator import estimate
 
     e = estimate("llama-3-70b", "H100 SXM", 1, 2048, 256, weight_dtype="fp8", kv_dtype="fp8")
     return 1 / e.tpot_s
 
 
 def _paradox_3() -> float:
-    from .estimate import estimate
+    from .calculator import estimate
     from .hardware import get_accelerator
 
     e = estimate("llama-3-8b", "H100 SXM", 32, 2048, 256)
