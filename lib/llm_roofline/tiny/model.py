@@ -105,7 +105,7 @@ def weight_shapes(cfg) -> dict[str, tuple[int, ...]]:
 def _float_dtype(name: str, dtype) -> np.dtype:
     """A storage dtype: float16, float32 or float64."""
     try:
-        dt = np.dtype(dtype)
+        dt = None if dtype is None else np.dtype(dtype)  # np.dtype(None) would be float64
     except TypeError:
         dt = None
     if dt not in STORAGE_DTYPES:
