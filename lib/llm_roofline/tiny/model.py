@@ -185,7 +185,8 @@ class TinyLlama:
         self.dtype = next(iter(weights.values())).dtype  # storage: weights and KV cache
         self.act = np.dtype(np.float32) if self.dtype == np.float16 else self.dtype  # activations
         self._cast = self.act != self.dtype  # float16 storage: cast weights and cache to float32
-        # per layer, each operation's weights under the operation's name (picoGPT's "blocks")
+        # per layer, each operation's weights under the operation's name (picoGPT's "blocks");
+        # they are the arrays of self.w, taken once here
         w = self.w
         self.layers = []
         for i in range(cfg.n_layers):
