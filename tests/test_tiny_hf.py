@@ -5,7 +5,7 @@ in requirements-dev.txt, with a CPU build of ``torch``), loads its ``state_dict(
 ``TinyLlama`` through ``ModelConfig.from_hf_config(config.to_dict())``, and compares the
 logits of a prefill and of several decode steps with the model's own forward pass (with its
 own KV cache). Tied and untied embeddings; multi-head, grouped-query and multi-query
-attention; ``head_dim`` different from ``hidden_size / num_attention_heads``.
+attention; ``head_dim`` different from ``hidden_size / num_attention_heads``; Qwen2's biases.
 
 Without torch and transformers the module is skipped on a developer's machine, but fails in CI
 (``CI`` set), where requirements-dev.txt must have installed them.
@@ -21,7 +21,7 @@ import pytest
 try:
     import torch
     from safetensors.numpy import load_file
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 except ImportError:
     if os.environ.get("CI"):
         raise  # CI installs requirements-dev.txt: these tests must run there
@@ -45,17 +45,22 @@ PROMPT, STEPS, BATCH = 7, 4, 2
 TOL = {torch.float64: 1.5e-6, torch.float32: 4e-6}
 
 
-def hf_llama(attention: str, tied: bool, dtype, seed: int = 0):
-    """A transformers Llama with random weights of O(1) logits (norm weights included)."""
+FAMILIES = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
+
+
+def hf_llama(attention: str, tied: bool, dtype, seed: int = 0, family: str = "llama"):
+    """A transformers Llama (or Qwen2: biases on q, k, v) with random weights of O(1) logits,
+    norm weights included."""
     n_kv_heads, head_dim = ATTENTION[attention]
-    config = LlamaConfig(
+    config_class, model_class = FAMILIES[family]
+    config = config_class(
         vocab_size=101, hidden_size=HIDDEN, intermediate_size=72, num_hidden_layers=2,
         num_attention_heads=HEADS, num_key_value_heads=n_kv_heads, head_dim=head_dim,
         max_position_embeddings=64, rope_theta=500.0, rms_norm_eps=1e-5,
         tie_word_embeddings=tied,
     )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).to(dtype).eval()
+    model = model_class(config).to(dtype).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -70,7 +75,7 @@ def tiny_config(model) -> ModelConfig:
     # transformers 5 writes rope_theta inside rope_parameters; from_hf_config reads the
     # top-level key of the config.json files on the Hub
     config.setdefault("rope_theta", config["rope_parameters"]["rope_theta"])
-    return ModelConfig.from_hf_config(config, name="hf-llama")
+    return ModelConfig.from_hf_config(config, name="hf-model")
 
 
 def hf_logits(model, ids):
@@ -119,6 +124,17 @@ def test_state_dict_gives_transformers_logits(attention, tied, dtype):
     state = {k: v.numpy() for k, v in model.state_dict().items()}
     assert "lm_head.weight" in state  # listed even when tied: the case of issue 8
     tiny = TinyLlama(cfg, state)
+    ids = token_ids(cfg.vocab_size)
+    assert_same_logits(tiny_logits(tiny, ids), hf_logits(model, ids), TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_qwen2_with_qkv_biases(tied, dtype):
+    model = hf_llama("GQA-head_dim-12", tied, dtype, family="qwen2")
+    cfg = tiny_config(model)
+    assert cfg.qkv_bias and cfg.head_dim == 12
+    tiny = TinyLlama(cfg, {k: v.numpy() for k, v in model.state_dict().items()})
     ids = token_ids(cfg.vocab_size)
     assert_same_logits(tiny_logits(tiny, ids), hf_logits(model, ids), TOL[dtype])
 
