@@ -10,7 +10,9 @@ cache, at batch 1:
 
 Both are timed with the tally off and on. The host figures come from llm_roofline.measure,
 and the BLAS kernel in use is reported (OPENBLAS_CORETYPE can force a slower one). A last
-section times the pitfall the model avoids by keeping activations 2-D ``[tokens, features]``:
+section times a decode step of a model so small that the Python around the operations is most
+of its time: there the cost of the tally's bookkeeping, off and on, shows. The last section
+times the pitfall the model avoids by keeping activations 2-D ``[tokens, features]``:
 a stacked 3-D operand against a transposed weight, which NumPy runs as one BLAS call per
 batch row (and einsum, here, without BLAS).
 
@@ -65,6 +67,29 @@ def pitfall(repeats):
         }
         out[name] = {k: flops / median_seconds(fn, repeats) / 1e9 for k, fn in runs.items()}
     return out
+
+
+SMALL = ModelConfig("bench-small", vocab_size=256, hidden_size=64, intermediate_size=172,
+                    n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, max_context=64)
+
+
+def small_model_overhead(repeats):
+    """Microseconds per decode step (batch 1, context 17) of :data:`SMALL`, tally off and on."""
+    model = TinyLlama.random(SMALL, seed=0)
+    _, cache = model.prefill(np.arange(16)[None], max_len=32)
+    last = np.array([3])
+
+    def step(on):
+        model.decode(last, cache, tally=Tally() if on else None)
+        cache.length -= 1
+
+    # several rounds, alternating, so that a busy machine slows both alike; median of rounds
+    times = {False: [], True: []}
+    for _ in range(5):
+        for on in (False, True):
+            times[on].append(median_seconds(lambda on=on: step(on), repeats))
+    return {"decode_us_tally_off": 1e6 * median(times[False]),
+            "decode_us_tally_on": 1e6 * median(times[True])}
 
 
 def main() -> None:
@@ -147,6 +172,7 @@ def main() -> None:
             "profile": profile(tally, "prefill"),
         },
         "rounds": rounds,
+        "small_model_python_overhead": small_model_overhead(400 * args.repeats),
         "pitfall_stacked_3d_matmul": pitfall(args.repeats),
     }
     print(json.dumps(report, indent=2))

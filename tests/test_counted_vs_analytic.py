@@ -53,7 +53,6 @@ def test_every_op_of_every_pass_equals_op_costs(name, dtype, skip_masked, batch,
         analytic = F.op_costs(cfg, batch, n_new, n_past, weight_dtype=w, kv_dtype=kv,
                               act_dtype=act, causal=skip_masked)
         assert counted == analytic, (phase, n_past)
-        assert F.total(counted) == F.total(analytic)
 
 
 def test_tally_sums_phases_over_a_generate_call():
@@ -67,21 +66,17 @@ def test_tally_sums_phases_over_a_generate_call():
     assert tally.total() == F.total(prefill) + F.total(F.total(d) for d in decode)
 
 
-def _matrix_bytes(model):
-    cfg = model.cfg
-    names = [k for k in model.w if k.endswith("proj.weight")]
-    names.append("model.embed_tokens.weight" if cfg.tie_embeddings else "lm_head.weight")
-    return sum(model.w[k].nbytes for k in names), sum(model.w[k].size for k in names)
-
-
 @pytest.mark.parametrize("name", CONFIGS)
 @pytest.mark.parametrize("batch", [1, 4])
 def test_the_articles_identities_counted(name, batch):
     cfg = CONFIGS[name]
     L = 9
-    model, passes = run_counted(cfg, np.float32, True, batch, L, n_decode=2)
-    weight_bytes, weight_params = _matrix_bytes(model)
+    _, passes = run_counted(cfg, np.float32, True, batch, L, n_decode=2)
     d, H, G, dh, N = cfg.hidden_size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.n_layers
+    f, V = cfg.intermediate_size, cfg.vocab_size
+    # the matrices: per layer q, k, v, o and three of the MLP; then the head (or tied embedding)
+    weight_params = N * (d * H * dh + 2 * d * G * dh + H * dh * d + 3 * d * f) + V * d
+    weight_bytes = 4 * weight_params
     d_in = {"q_proj": d, "k_proj": d, "v_proj": d, "o_proj": H * dh, "gate_proj": d,
             "up_proj": d, "down_proj": cfg.intermediate_size, "lm_head": d}
     bias_elements = N * (H + 2 * G) * dh if cfg.qkv_bias else 0  # q, k, v biases
@@ -117,3 +112,57 @@ def test_masked_prefill_counts_the_whole_block():
     c = passes[0][3]
     attn = sum(c[op].flops for op in F.ATTENTION_OPS)
     assert attn == 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim * 2 * 10 * 10
+
+
+def hand_count(cfg, batch, n, past, causal):
+    """Every operation's (FLOPs, bytes read, bytes written) for one float32 pass, written out
+    from the conventions (2 per multiply-add, 4 per norm element, 3 per RoPE element, 6 per
+    softmax score, 5 per SwiGLU element, 1 per add) without formulas.py."""
+    d, f, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    N, H, G, dh = cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    T, S = batch * n, past + n  # new tokens, keys after the pass
+    # (query, key) pairs per head and sequence: the whole n x S block, or the causal part
+    pairs = n * past + n * (n + 1) // 2 if causal else n * S
+    scores = batch * H * pairs
+    e = 4  # bytes per float32
+    norm = (N * 4 * T * d, N * e * (T * d + d), N * e * T * d)
+
+    def linear(d_in, d_out, layers=N, bias=False):  # a bias: one add per output, its bytes read
+        b = d_out if bias else 0
+        return (layers * (2 * T * d_in * d_out + T * b), layers * e * (T * d_in + d_in * d_out + b),
+                layers * e * T * d_out)
+
+    return {
+        "embed": (0, e * T * d, e * T * d),
+        "attn_norm": norm,
+        "q_proj": linear(d, H * dh, bias=cfg.qkv_bias),
+        "k_proj": linear(d, G * dh, bias=cfg.qkv_bias),
+        "v_proj": linear(d, G * dh, bias=cfg.qkv_bias),
+        "rope": (N * 3 * T * (H + G) * dh, N * e * (T * (H + G) * dh + 2 * n * dh),
+                 N * e * T * (H + G) * dh),
+        "kv_write": (0, N * e * 2 * T * G * dh, N * e * 2 * T * G * dh),
+        "kv_read": (0, N * e * 2 * batch * G * S * dh, 0),
+        "attn_scores": (N * 2 * dh * scores, N * e * T * H * dh, N * e * scores),
+        "softmax": (N * 6 * scores, N * e * scores, N * e * scores),
+        "attn_values": (N * 2 * dh * scores, N * e * scores, N * e * T * H * dh),
+        "o_proj": linear(H * dh, d),
+        "residual": (2 * N * T * d, 2 * N * e * 2 * T * d, 2 * N * e * T * d),
+        "mlp_norm": norm,
+        "gate_proj": linear(d, f),
+        "up_proj": linear(d, f),
+        "mlp_act": (N * 5 * T * f, N * e * 2 * T * f, N * e * T * f),
+        "down_proj": linear(f, d),
+        "final_norm": (4 * T * d, e * (T * d + d), e * T * d),
+        "lm_head": linear(d, V, layers=1),
+    }
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("skip_masked", [False, True], ids=["masked", "causal"])
+def test_every_op_equals_a_hand_count(name, skip_masked):
+    cfg = CONFIGS[name]
+    _, passes = run_counted(cfg, np.float32, skip_masked, 3, 7, n_decode=2)
+    for phase, n_past, n_new, counted in passes:
+        expected = hand_count(cfg, 3, n_new, n_past, causal=skip_masked)
+        got = {op: (c.flops, c.bytes_read, c.bytes_written) for op, c in counted.items()}
+        assert got == expected, phase

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from llm_roofline import formulas as F
 from llm_roofline.models import ModelConfig
 from llm_roofline.tiny import KVCache, Tally, TinyLlama, weight_shapes
 
@@ -166,9 +167,13 @@ def test_tally_is_optional_and_plain_data():
     assert [p["phase"] for p in tally.passes] == ["prefill", "decode", "decode"]
     assert [p["n_past"] for p in tally.passes] == [0, 5, 6]
     assert all(p["seconds"] > 0 for p in tally.passes)
-    rows = tally.rows()
-    assert {r["phase"] for r in rows} == {"prefill", "decode"}
-    assert all(r["calls"] > 0 and r["seconds"] >= 0 for r in rows)
+    # every operation runs in both phases; per pass: once per layer, residual twice, the
+    # embedding, final norm and head once; 1 prefill pass and 2 decode passes
+    per_pass = {op: 2 * CFG.n_layers if op == "residual" else CFG.n_layers for op in F.OPS}
+    per_pass |= {"embed": 1, "final_norm": 1, "lm_head": 1}
+    calls = {(r["phase"], r["op"]): r["calls"] for r in tally.rows()}
+    assert calls == {(p, op): k * per_pass[op] for p, k in (("prefill", 1), ("decode", 2))
+                     for op in F.OPS}
     assert "lm_head" in str(tally) and "TOTAL" in str(tally)
     with pytest.raises(ValueError, match="phase"):
         tally.costs("train")
@@ -237,3 +242,108 @@ def test_kv_cache_layout():
     cache = KVCache.empty(CFG, batch=3, max_len=10, dtype=np.float32)
     assert cache.k.shape == (CFG.n_layers, 3, CFG.n_kv_heads, 10, CFG.head_dim)
     assert (cache.batch, cache.max_len, cache.length) == (3, 10, 0)
+
+
+def one_line_error(match, fn, *args, **kwargs) -> str:
+    """Call ``fn``: it must raise a one-line ValueError matching ``match``; return the message."""
+    with pytest.raises(ValueError, match=match) as err:
+        fn(*args, **kwargs)
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+def test_decode_without_a_cache_or_with_another_models(model):
+    one_line_error(r"cache must be a KVCache .*got None", model.decode, np.zeros(2, int), None)
+    one_line_error(r"cache must be a KVCache .*got \{\}", model.decode, np.zeros(2, int), {})
+    deeper = TinyLlama.random(dataclasses.replace(CFG, n_layers=3), seed=0)
+    _, cache = deeper.prefill(tokens(2, 3), max_len=8)
+    message = one_line_error(r"cache of shape \(3, 2, 2, 8, 8\)", model.decode, np.zeros(2, int), cache)
+    assert "'tiny-test', which needs (2, batch, 2, max_len, 8)" in message
+    for other in (dataclasses.replace(CFG, n_kv_heads=4), dataclasses.replace(CFG, head_dim=16)):
+        cache = KVCache.empty(other, 2, 8, np.float32)
+        one_line_error("is not for 'tiny-test'", model.prefill, tokens(2, 3), cache)
+    longer = KVCache.empty(dataclasses.replace(CFG, max_context=64), 2, 40, np.float32)
+    one_line_error("cache max_len 40 exceeds max_context 32", model.prefill, tokens(2, 3), longer)
+
+
+def test_kv_cache_must_hold_floats_of_one_shape():
+    for bad in (np.int32, np.bool_, np.complex64, "bf16", None):
+        one_line_error(r"KVCache dtype must be float16, float32 or float64", KVCache.empty, CFG, 1, 8, bad)
+    ints = np.zeros((2, 1, 2, 8, 8), np.int32)
+    one_line_error(r"KVCache.k dtype must be float16, float32 or float64, got dtype\('int32'\)",
+                   KVCache, ints, ints)
+    floats = np.zeros((2, 1, 2, 8, 8), np.float32)
+    one_line_error(r"KVCache.k must be a 5-D array .*got shape \(8, 8\)", KVCache, floats[0, 0, 0], floats)
+    one_line_error("KVCache.v must match KVCache.k", KVCache, floats, floats[:, :, :, :4])
+    one_line_error("KVCache.v must match KVCache.k", KVCache, floats, floats.astype(np.float64))
+    one_line_error("KVCache.length must be an integer from 0 to 8, got 9", KVCache, floats, floats, 9)
+    one_line_error("max_len must be an integer from 1 to 32, got 33", KVCache.empty, CFG, 1, 33)
+    one_line_error("batch must be an integer from 1", KVCache.empty, CFG, 0, 8)
+
+
+def test_a_float16_cache_serves_a_float32_model(model):
+    """The cache's dtype is its own: a float16 cache (of float32 weights) gives the same logits
+    as the float32 cache, to float16's precision."""
+    toks = tokens(2, 5)
+    reference, _ = model.prefill(toks)
+    half, cache = model.prefill(toks, KVCache.empty(CFG, 2, 8, np.float16))
+    assert cache.k.dtype == np.float16 and half.dtype == np.float32
+    np.testing.assert_allclose(half, reference, rtol=0, atol=1e-2 * np.abs(reference).max())
+
+
+def test_numpy_integers_are_integers(model):
+    toks = tokens(1, 3)
+    a, cache_a = model.prefill(toks, max_len=np.int64(8))
+    b, cache_b = model.prefill(toks, max_len=8)
+    assert cache_a.max_len == 8
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(model.generate(toks, np.int64(3), seed=np.uint32(1)),
+                                  model.generate(toks, 3, seed=1))
+    assert KVCache.empty(CFG, np.int32(2), np.int64(8)).k.shape == (2, 2, 2, 8, 8)
+    np.testing.assert_array_equal(TinyLlama.random(CFG, seed=np.int64(4)).w["model.norm.weight"],
+                                  TinyLlama.random(CFG, seed=4).w["model.norm.weight"])
+    for bad in (True, 3.0, "3", None):
+        one_line_error(f"n_new must be an integer from 1 to 32, got {bad!r}", model.generate, toks, bad)
+    for bad in (True, 3.0, "3", np.array([8])):
+        one_line_error("max_len must be an integer from 1 to 32, got", model.prefill, toks, max_len=bad)
+
+
+def test_generate_names_what_the_caller_passed(model):
+    message = one_line_error(r"prompt length 30 \+ n_new 5 = 35 exceeds max_context 32 of 'tiny-test'",
+                             model.generate, tokens(1, 30), 5)
+    assert "max_len" not in message
+    one_line_error("n_new must be an integer from 1 to 32, got 40", model.generate, tokens(1, 3), 40)
+    one_line_error("prompt must be a non-empty int array", model.generate, np.zeros(3, int), 2)
+    for bad in (-1.0, float("nan"), float("inf"), "0.5", None):
+        one_line_error("temperature must be a finite number >= 0", model.generate, tokens(1, 3), 2,
+                       temperature=bad)
+    one_line_error("seed must be an integer from 0", model.generate, tokens(1, 3), 2, temperature=1.0,
+                   seed=-1)
+
+
+def test_prefill_names_its_arguments(model):
+    one_line_error("tokens: length 33 exceeds max_context 32", model.prefill, tokens(1, 33))
+    _, cache = model.prefill(tokens(1, 3), max_len=8)
+    one_line_error("pass max_len or cache, not both", model.prefill, tokens(1, 2), cache, max_len=8)
+    one_line_error("tally must be a Tally or None, got 'yes'", model.prefill, tokens(1, 2), tally="yes")
+    one_line_error("skip_masked must be true or false, got 'no'", TinyLlama, CFG, model.w,
+                   skip_masked="no")
+    one_line_error("weights must be a dict", TinyLlama, CFG, list(model.w.values()))
+    one_line_error("dtype must be float16, float32 or float64, got <class 'numpy.int32'>",
+                   TinyLlama.random, CFG, dtype=np.int32)
+
+
+def test_a_tied_head_listed_as_in_a_pytorch_state_dict():
+    """PyTorch's state_dict() of a tied model lists the embedding again as lm_head.weight."""
+    tied = dataclasses.replace(CFG, tie_embeddings=True)
+    w = TinyLlama.random(tied, seed=0).w
+    listed_twice = w | {"lm_head.weight": w["model.embed_tokens.weight"].copy()}  # equal, not same
+    model = TinyLlama(tied, listed_twice)
+    assert "lm_head.weight" not in model.w
+    np.testing.assert_array_equal(model.prefill(tokens(1, 4))[0], TinyLlama(tied, w).prefill(tokens(1, 4))[0])
+    differs = listed_twice["lm_head.weight"].copy()
+    differs[3, 5] += 1
+    one_line_error("lm_head.weight differs from model.embed_tokens.weight, but 'tiny-test' ties them",
+                   TinyLlama, tied, w | {"lm_head.weight": differs})
+    one_line_error("lm_head.weight differs", TinyLlama, tied, w | {"lm_head.weight": differs[:50]})

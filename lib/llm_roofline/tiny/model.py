@@ -1,27 +1,41 @@
 """A Llama-style decoder in NumPy: RMSNorm, RoPE, grouped-query attention, SwiGLU, a KV cache.
 
 Weights are a dict keyed by Hugging Face Llama parameter names, shaped as there
-(``q_proj.weight`` is ``[n_heads*head_dim, hidden]``), so a Llama checkpoint loads unchanged.
+(``q_proj.weight`` is ``[n_heads*head_dim, hidden]``), so a Llama checkpoint loads unchanged:
+``TinyLlama(cfg, {k: v.numpy() for k, v in LlamaForCausalLM(...).state_dict().items()})``.
 Activations are kept as 2-D ``[tokens, features]`` arrays, so every projection is one BLAS
-matrix product. Pass a :class:`~llm_roofline.tiny.Tally` to record the FLOPs and bytes of
-every operation, computed from the shapes and dtypes of the arrays it reads and writes by
-the conventions of :mod:`llm_roofline.formulas` (not by counting executed instructions).
-Without a tally nothing is recorded.
+matrix product.
+
+The forward pass reads as the transformer it is, after jaymody/picoGPT: :meth:`TinyLlama._forward`
+(embed, blocks, norm, head), :meth:`~TinyLlama._block` (attention and MLP, each added to the
+residual stream), :meth:`~TinyLlama._attention`, :meth:`~TinyLlama._mlp`, then one method per
+operation of :data:`llm_roofline.formulas.OPS`. Each operation makes one call
+``self._record(op, flops, reads, writes)`` naming the arrays it read and wrote. With a
+:class:`~llm_roofline.tiny.Tally` that call adds the FLOPs and, by the one byte rule of
+:meth:`~TinyLlama._record`, the bytes of those arrays (the conventions of
+:mod:`llm_roofline.formulas`, not a count of executed instructions); without one it does
+nothing.
+
+Shapes in comments: ``B`` sequences of ``n`` new tokens, ``T = B*n`` rows, ``S`` keys after the
+pass, ``d`` hidden size, ``f`` MLP width, ``H`` query heads, ``G`` KV heads, ``g = H/G`` query
+heads per KV head, ``dh`` head size, ``V`` vocabulary.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..formulas import _positive_int
+from .. import validate
 from .tally import Tally
 
 STORAGE_DTYPES = (np.float16, np.float32, np.float64)
 
 
+# --- the math, one function per formula ----------------------------------------------------
 def rms_norm(x, w, eps):  # x [T, d], w [d] -> [T, d]
     y = x * (1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
     y *= w
@@ -88,18 +102,50 @@ def weight_shapes(cfg) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _float_dtype(name: str, dtype) -> np.dtype:
+    """A storage dtype: float16, float32 or float64."""
+    try:
+        dt = None if dtype is None else np.dtype(dtype)  # np.dtype(None) would be float64
+    except TypeError:
+        dt = None
+    if dt not in STORAGE_DTYPES:
+        raise ValueError(f"{name} must be float16, float32 or float64, got {validate.shorten(dtype)}")
+    return dt
+
+
+_CACHE_LAYOUT = "[n_layers, batch, n_kv_heads, max_len, head_dim]"
+
+
 @dataclass
 class KVCache:
-    """Preallocated keys and values, ``[n_layers, batch, n_kv_heads, max_len, head_dim]`` each;
-    the first ``length`` positions are filled."""
+    """Preallocated keys and values, ``[n_layers, batch, n_kv_heads, max_len, head_dim]`` each,
+    of float16, float32 or float64; the first ``length`` positions are filled."""
 
     k: np.ndarray
     v: np.ndarray
     length: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("k", "v"):
+            a = getattr(self, name)
+            if not isinstance(a, np.ndarray) or a.ndim != 5:
+                got = f"shape {a.shape}" if isinstance(a, np.ndarray) else validate.shorten(a)
+                raise ValueError(f"KVCache.{name} must be a 5-D array {_CACHE_LAYOUT}, got {got}")
+            _float_dtype(f"KVCache.{name} dtype", a.dtype)
+        if self.v.shape != self.k.shape or self.v.dtype != self.k.dtype:
+            raise ValueError(
+                f"KVCache.v must match KVCache.k, got {self.v.dtype} {self.v.shape} "
+                f"and {self.k.dtype} {self.k.shape}"
+            )
+        self.length = validate.integer("KVCache.length", self.length, minimum=0, maximum=self.max_len)
+
     @classmethod
-    def empty(cls, cfg, batch: int, max_len: int, dtype) -> KVCache:
+    def empty(cls, cfg, batch: int, max_len: int, dtype=np.float32) -> KVCache:
+        """An empty cache for ``batch`` sequences of up to ``max_len`` tokens of ``cfg``."""
+        batch = validate.integer("batch", batch)
+        max_len = validate.integer("max_len", max_len, maximum=cfg.max_context)
         shape = (cfg.n_layers, batch, cfg.n_kv_heads, max_len, cfg.head_dim)
+        dtype = _float_dtype("KVCache dtype", dtype)
         return cls(np.zeros(shape, dtype), np.zeros(shape, dtype))
 
     @property
@@ -116,13 +162,15 @@ class TinyLlama:
 
     ``weights`` maps Hugging Face Llama names to arrays (see :func:`weight_shapes`), all of one
     dtype: float16, float32 or float64. Float16 is storage only (weights and KV cache);
-    activations are then float32. ``skip_masked=True`` computes attention one query row at a
-    time over only the keys the causal mask keeps (the work of a causal kernel,
-    ``formulas.op_costs(causal=True)``); the default computes the whole score block and
-    masks it (``causal=False``). Both give the same logits.
+    activations are then float32. A tied model (``cfg.tie_embeddings``) may also list
+    ``lm_head.weight``, as PyTorch's ``state_dict()`` does, if it equals the embedding.
+    ``skip_masked=True`` computes attention one query row at a time over only the keys the
+    causal mask keeps (the work of a causal kernel, ``formulas.op_costs(causal=True)``); the
+    default computes the whole score block and masks it (``causal=False``). Both give the
+    same logits.
     """
 
-    def __init__(self, cfg, weights: dict[str, np.ndarray], *, skip_masked: bool = False):
+    def __init__(self, cfg, weights: Mapping[str, np.ndarray], *, skip_masked: bool = False):
         for field in ("n_routed_experts", "kv_lora_rank", "q_lora_rank"):
             if getattr(cfg, field, 0):
                 raise ValueError(f"TinyLlama runs dense decoders only; {cfg.name!r} sets {field}")
@@ -130,31 +178,37 @@ class TinyLlama:
             raise ValueError("TinyLlama runs the Llama subset: gated_mlp must be True (SwiGLU)")
         if cfg.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {cfg.head_dim}")
-        shapes = weight_shapes(cfg)
-        missing = sorted(set(shapes) - set(weights))
-        extra = set(weights) - set(shapes)
-        extra = sorted(k for k in extra if not k.endswith("rotary_emb.inv_freq"))  # old buffers
-        if missing or extra:
-            raise ValueError(
-                f"weights do not match {cfg.name!r}: missing {missing[:5]}, unexpected {extra[:5]}"
-            )
-        dtypes = sorted({str(np.asarray(weights[k]).dtype) for k in shapes})
-        if len(dtypes) != 1 or np.dtype(dtypes[0]) not in STORAGE_DTYPES:
-            raise ValueError(f"weights must share one dtype of float16/32/64, got {dtypes}")
-        for name, shape in shapes.items():
-            if np.shape(weights[name]) != shape:
-                got = np.shape(weights[name])
-                raise ValueError(f"weight {name} must have shape {shape}, got {got}")
+        self.skip_masked = validate.boolean("skip_masked", skip_masked)
+        weights = self._check_weights(cfg, weights)
         self.cfg = cfg
-        self.w = {k: np.ascontiguousarray(weights[k]) for k in shapes}
-        self.dtype = np.dtype(dtypes[0])  # storage: weights and KV cache
+        self.w = weights  # Hugging Face name -> array, exactly the names of weight_shapes(cfg)
+        self.dtype = next(iter(weights.values())).dtype  # storage: weights and KV cache
         self.act = np.dtype(np.float32) if self.dtype == np.float16 else self.dtype  # activations
-        self.skip_masked = skip_masked
+        self._cast = self.act != self.dtype  # float16 storage: cast weights and cache to float32
+        # per layer, each operation's weights under the operation's name (picoGPT's "blocks");
+        # they are the arrays of self.w, taken once here
+        w = self.w
+        self.layers = []
+        for i in range(cfg.n_layers):
+            p = f"model.layers.{i}."
+            layer = {"attn_norm": w[p + "input_layernorm.weight"],
+                     "mlp_norm": w[p + "post_attention_layernorm.weight"]}
+            for op, name in (("q_proj", "self_attn.q_proj"), ("k_proj", "self_attn.k_proj"),
+                             ("v_proj", "self_attn.v_proj"), ("o_proj", "self_attn.o_proj"),
+                             ("gate_proj", "mlp.gate_proj"), ("up_proj", "mlp.up_proj"),
+                             ("down_proj", "mlp.down_proj")):
+                layer[op] = (w[p + name + ".weight"], w.get(p + name + ".bias"))
+            self.layers.append(layer)
+        self.embed = w["model.embed_tokens.weight"]
+        self.head = self.embed if cfg.tie_embeddings else w["lm_head.weight"]
+        self._tally: Tally | None = None  # set for the duration of a pass that tallies
+        self._rot = rope_tables(cfg, 0, 0, self.act)  # cos, sin of the positions seen so far
 
     @classmethod
     def random(cls, cfg, seed: int = 0, dtype=np.float32, **kwargs) -> TinyLlama:
         """Random weights: N(0, 1/fan_in) matrices, N(0, 1) embeddings, unit norm weights."""
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(validate.integer("seed", seed, minimum=0, maximum=2**64 - 1))
+        dtype = _float_dtype("dtype", dtype)
         weights = {}
         for name, shape in weight_shapes(cfg).items():
             if name.endswith("norm.weight"):
@@ -177,20 +231,22 @@ class TinyLlama:
         ``cache`` is extended (chunked prefill).
         """
         tokens = self._check_tokens(tokens, 2, "tokens")
+        top = self.cfg.max_context
         if cache is None:
-            top = self.cfg.max_context
-            max_len = top if max_len is None else max_len
-            if isinstance(max_len, bool) or not isinstance(max_len, int) or not 1 <= max_len <= top:
+            if tokens.shape[1] > top:
                 raise ValueError(
-                    f"max_len must be an int in [1, max_context={top}], got {max_len!r}"
+                    f"tokens: length {tokens.shape[1]} exceeds max_context {top} of {self.cfg.name!r}"
                 )
+            max_len = top if max_len is None else validate.integer("max_len", max_len, maximum=top)
             cache = KVCache.empty(self.cfg, tokens.shape[0], max_len, self.dtype)
-        return self._forward(tokens, cache, tally, "prefill"), cache
+        elif max_len is not None:
+            raise ValueError("max_len sizes a new cache: pass max_len or cache, not both")
+        return self._run(tokens, cache, tally, "prefill"), cache
 
     def decode(self, next_tokens, cache: KVCache, *, tally: Tally | None = None):
         """One step: ``next_tokens`` (int ``[B]``) -> logits ``[B, vocab]`` and the cache."""
         tokens = self._check_tokens(next_tokens, 1, "next_tokens")
-        return self._forward(tokens[:, None], cache, tally, "decode")[:, 0], cache
+        return self._run(tokens[:, None], cache, tally, "decode")[:, 0], cache
 
     def generate(self, prompt, n_new: int, *, temperature: float = 0.0, seed: int | None = None,
                  tally: Tally | None = None):
@@ -199,13 +255,21 @@ class TinyLlama:
         Greedy at ``temperature=0``; otherwise sampled from ``softmax(logits/temperature)``
         with ``numpy.random.default_rng(seed)``.
         """
-        _positive_int(n_new, "n_new")
-        if not temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        top = self.cfg.max_context
+        n_new = validate.integer("n_new", n_new, maximum=top)
+        temperature = validate.real("temperature", temperature, minimum=0)
+        if seed is not None:
+            seed = validate.integer("seed", seed, minimum=0, maximum=2**64 - 1)
         prompt = self._check_tokens(prompt, 2, "prompt")
+        length = prompt.shape[1]
+        if length + n_new > top:
+            raise ValueError(
+                f"prompt length {length} + n_new {n_new} = {length + n_new} exceeds "
+                f"max_context {top} of {self.cfg.name!r}"
+            )
         rng = np.random.default_rng(seed)
         out = [prompt]
-        logits, cache = self.prefill(prompt, max_len=prompt.shape[1] + n_new, tally=tally)
+        logits, cache = self.prefill(prompt, max_len=length + n_new, tally=tally)
         logits = logits[:, -1]
         for step in range(n_new):
             if temperature == 0:
@@ -219,9 +283,198 @@ class TinyLlama:
                 logits, cache = self.decode(nxt, cache, tally=tally)
         return np.concatenate(out, axis=1)
 
-    # --- the forward pass -----------------------------------------------------------------
+    # --- the transformer ------------------------------------------------------------------
+    def _forward(self, tokens, cache):  # tokens [B, n] -> logits [B, n, V]
+        B, n = tokens.shape
+        past = cache.length
+        x = self._embed(tokens)  # [T, d]
+        rot = self._rope_tables(past, past + n)  # cos, sin [n, dh]
+        for i, layer in enumerate(self.layers):
+            x = self._block(x, layer, cache.k[i], cache.v[i], past, rot)  # [T, d]
+        cache.length = past + n
+        x = self._norm("final_norm", x, self.w["model.norm.weight"])  # [T, d]
+        return self._linear("lm_head", x, self.head).reshape(B, n, -1)  # [B, n, V]
+
+    def _block(self, x, layer, k_cache, v_cache, past, rot):  # x [T, d] -> [T, d]
+        h = self._norm("attn_norm", x, layer["attn_norm"])
+        x = self._residual(x, self._attention(h, layer, k_cache, v_cache, past, rot))
+        h = self._norm("mlp_norm", x, layer["mlp_norm"])
+        return self._residual(x, self._mlp(h, layer))
+
+    def _attention(self, h, layer, k_cache, v_cache, past, rot):  # h [T, d] -> [T, d]
+        """Grouped-query attention; the new keys and values go to the cache of this layer,
+        ``k_cache`` and ``v_cache`` ``[B, G, max_len, dh]``."""
+        cfg = self.cfg
+        H, G, dh = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        B, n = k_cache.shape[0], h.shape[0] // k_cache.shape[0]
+        q = self._linear("q_proj", h, *layer["q_proj"]).reshape(B, n, H, dh)
+        k = self._linear("k_proj", h, *layer["k_proj"]).reshape(B, n, G, dh)
+        v = self._linear("v_proj", h, *layer["v_proj"]).reshape(B, n, G, dh)
+        q, k = self._rope(q, k, *rot)  # [B, n, H, dh], [B, n, G, dh]
+        K, V = self._kv_cache(k, v, k_cache, v_cache, past)  # [B, G, S, dh], S = past + n
+        q = q.reshape(B, n, G, H // G, dh).transpose(0, 2, 3, 1, 4)  # [B, G, g, n, dh]
+        a = self._causal_attention(q, K, V, past)  # [B, G, g, n, dh]
+        a = a.transpose(0, 3, 1, 2, 4).reshape(B * n, H * dh)  # [T, H*dh]
+        return self._linear("o_proj", a, *layer["o_proj"])  # [T, d]
+
+    def _mlp(self, h, layer):  # SwiGLU: h [T, d] -> [T, d]
+        gate = self._linear("gate_proj", h, *layer["gate_proj"])  # [T, f]
+        up = self._linear("up_proj", h, *layer["up_proj"])  # [T, f]
+        return self._linear("down_proj", self._swiglu(gate, up), *layer["down_proj"])
+
+    def _causal_attention(self, q, K, V, past):  # q [B, G, g, n, dh], K, V [B, G, S, dh]
+        """Causal attention -> [B, G, g, n, dh]; new token j sees the first past + j + 1 keys."""
+        B, G, g, n, dh = q.shape
+        scale = 1.0 / math.sqrt(dh)  # a Python float keeps the activation dtype
+        if self.skip_masked:  # one query row at a time, over only the keys it may see
+            rows = []
+            for j in range(n):
+                Kj, Vj = K[:, :, : past + j + 1], V[:, :, : past + j + 1]
+                rows.append(self._scores_softmax_values(q[:, :, :, j], Kj, Vj, scale, None))
+            return np.stack(rows, axis=3)
+        mask = None  # a bias: 0 where query j may see key s (s <= past + j), -inf elsewhere
+        if n > 1:
+            seen = np.arange(past + n) <= past + np.arange(n)[:, None]  # [n, S]
+            mask = np.where(seen, 0, -np.inf).astype(q.dtype)
+        o = self._scores_softmax_values(q.reshape(B, G, g * n, dh), K, V, scale, mask)
+        return o.reshape(B, G, g, n, dh)
+
+    def _scores_softmax_values(self, q, K, V, scale, mask):  # q [B, G, r, dh], K, V [B, G, S, dh]
+        s = q @ K.swapaxes(-1, -2)  # [B, G, r, S]: one BLAS product per (sequence, KV head)
+        self._record("attn_scores", 2 * q.shape[-1] * s.size, (q,), (s,))  # K: in kv_read
+        s *= scale
+        if mask is not None:  # rows are (head, query) pairs: view s as [B, G, g, n, S]
+            s.reshape(*s.shape[:2], -1, *mask.shape)[...] += mask
+        p = softmax(s)  # [B, G, r, S], in the scores' buffer
+        self._record("softmax", 6 * p.size, (p,), (p,))
+        o = p @ V  # [B, G, r, dh]
+        self._record("attn_values", 2 * o.shape[-1] * p.size, (p,), (o,))
+        return o
+
+    def _rope_tables(self, start, stop):  # cos, sin [stop - start, dh], computed once per position
+        if self._rot[0].shape[0] < stop:
+            self._rot = rope_tables(self.cfg, 0, min(max(stop, 2 * self._rot[0].shape[0]),
+                                                     self.cfg.max_context), self.act)
+        cos, sin = self._rot
+        return cos[start:stop], sin[start:stop]
+
+    # --- one method per operation of formulas.OPS -----------------------------------------
+    def _embed(self, tokens):  # tokens [B, n] -> [T, d]: a gather, no arithmetic
+        rows = self.embed[tokens.reshape(-1)]
+        x = rows.astype(self.act, copy=False)
+        self._record("embed", 0, (rows,), (x,))
+        return x
+
+    def _norm(self, op, x, w):  # RMSNorm: x [T, d], w [d] -> [T, d]
+        y = rms_norm(x, w, self.cfg.norm_eps)  # float32 for float16 w: x is float32
+        self._record(op, 4 * x.size, (x, w), (y,))
+        return y
+
+    def _linear(self, op, x, W, b=None):  # x [T, d_in], W [d_out, d_in], b [d_out] -> [T, d_out]
+        y = x @ (W.T.astype(self.act) if self._cast else W.T)  # one BLAS GEMM (GEMV at T=1)
+        if b is None:
+            self._record(op, 2 * x.shape[0] * W.size, (x, W), (y,))
+        else:
+            y += b
+            self._record(op, 2 * x.shape[0] * W.size + y.size, (x, W, b), (y,))
+        return y
+
+    def _rope(self, q, k, cos, sin):  # q [B, n, H, dh], k [B, n, G, dh], cos, sin [n, dh]
+        qr, kr = rope(q, cos, sin), rope(k, cos, sin)
+        self._record("rope", 3 * (q.size + k.size), (q, k, cos, sin), (qr, kr))
+        return qr, kr
+
+    def _kv_cache(self, k, v, k_cache, v_cache, past):  # k, v [B, n, G, dh] -> K, V [B, G, S, dh]
+        S = past + k.shape[1]
+        kc, vc = k_cache[:, :, past:S], v_cache[:, :, past:S]  # [B, G, n, dh]
+        kc[...] = k.transpose(0, 2, 1, 3)
+        vc[...] = v.transpose(0, 2, 1, 3)
+        self._record("kv_write", 0, (k, v), (kc, vc))
+        K, V = k_cache[:, :, :S], v_cache[:, :, :S]  # every key and value, as stored
+        self._record("kv_read", 0, (K, V), ())
+        return (K.astype(self.act), V.astype(self.act)) if self._cast else (K, V)  # float16 cache
+
+    def _swiglu(self, gate, up):  # silu(gate) * up: [T, f]
+        m = silu(gate)
+        m *= up
+        self._record("mlp_act", 5 * m.size, (gate, up), (m,))
+        return m
+
+    def _residual(self, x, y):  # x + y, into y (a fresh output)
+        y += x
+        self._record("residual", y.size, (x, y), (y,))
+        return y
+
+    # --- the tally ------------------------------------------------------------------------
+    def _record(self, op, flops, reads, writes):
+        """Tally one operation: ``flops``, and as bytes the sizes of the arrays it read and
+        wrote (the one byte rule). Does nothing when the pass has no tally."""
+        tally = self._tally
+        if tally is not None:
+            read = written = 0
+            for a in reads:
+                read += a.nbytes
+            for a in writes:
+                written += a.nbytes
+            tally.add(op, flops, read, written)
+
+    def _run(self, tokens, cache, tally, phase):  # check the cache, run a pass, tally it
+        self._check_cache(cache, *tokens.shape)
+        if tally is None:
+            return self._forward(tokens, cache)
+        if not isinstance(tally, Tally):
+            raise ValueError(f"tally must be a Tally or None, got {validate.shorten(tally)}")
+        tally.begin(phase, tokens.shape[0], tokens.shape[1], cache.length)
+        self._tally = tally
+        try:
+            logits = self._forward(tokens, cache)
+        finally:
+            self._tally = None
+        tally.end()
+        return logits
+
+    # --- input checks ---------------------------------------------------------------------
+    @staticmethod
+    def _check_weights(cfg, weights) -> dict[str, np.ndarray]:
+        """The weights ``weight_shapes(cfg)`` names, as contiguous arrays of one float dtype."""
+        if not isinstance(weights, Mapping):
+            raise ValueError(
+                f"weights must be a dict of Hugging Face names to arrays, got {validate.shorten(weights)}"
+            )
+        shapes = weight_shapes(cfg)
+        arrays = {}
+        for name, value in weights.items():
+            try:
+                arrays[name] = np.asarray(value)
+            except Exception as err:  # e.g. a bfloat16 torch tensor
+                raise ValueError(f"weight {name} is not a NumPy array: {err}") from None
+        if cfg.tie_embeddings and "lm_head.weight" in arrays:  # PyTorch lists a tied head twice
+            head, emb = arrays.pop("lm_head.weight"), arrays.get("model.embed_tokens.weight")
+            if emb is not None and not (head.shape == emb.shape and np.array_equal(head, emb)):
+                raise ValueError(
+                    f"weights: lm_head.weight differs from model.embed_tokens.weight, but "
+                    f"{cfg.name!r} ties them (tie_embeddings=True)"
+                )
+        missing = sorted(set(shapes) - set(arrays))
+        extra = set(arrays) - set(shapes)
+        extra = sorted(k for k in extra if not k.endswith("rotary_emb.inv_freq"))  # old buffers
+        if missing or extra:
+            raise ValueError(
+                f"weights do not match {cfg.name!r}: missing {missing[:5]}, unexpected {extra[:5]}"
+            )
+        dtypes = sorted({str(arrays[k].dtype) for k in shapes})
+        if len(dtypes) != 1 or np.dtype(dtypes[0]) not in STORAGE_DTYPES:
+            raise ValueError(f"weights must share one dtype of float16/32/64, got {dtypes}")
+        for name, shape in shapes.items():
+            if arrays[name].shape != shape:
+                raise ValueError(f"weight {name} must have shape {shape}, got {arrays[name].shape}")
+        return {k: np.ascontiguousarray(arrays[k]) for k in shapes}
+
     def _check_tokens(self, tokens, ndim, name):
-        tokens = np.asarray(tokens)
+        try:
+            tokens = np.asarray(tokens)
+        except Exception:
+            tokens = np.asarray(None)
         if tokens.ndim != ndim or not np.issubdtype(tokens.dtype, np.integer) or 0 in tokens.shape:
             shape = "[batch, length]" if ndim == 2 else "[batch]"
             raise ValueError(
@@ -235,126 +488,25 @@ class TinyLlama:
             )
         return tokens
 
-    def _forward(self, tokens, cache, t, phase):  # tokens [B, n] -> logits [B, n, vocab]
-        cfg, w = self.cfg, self.w
-        B, n = tokens.shape
-        if cache.batch != B:
-            raise ValueError(f"cache holds batch {cache.batch}, tokens have batch {B}")
-        if cache.length + n > cache.max_len:
+    def _check_cache(self, cache, batch, n):
+        """A cache this model can extend by ``batch`` x ``n`` tokens."""
+        cfg = self.cfg
+        if not isinstance(cache, KVCache):
             raise ValueError(
-                f"KV cache full: {cache.length} cached + {n} new > max_len {cache.max_len}"
+                f"cache must be a KVCache (from prefill or KVCache.empty), got {validate.shorten(cache)}"
             )
-        if t is not None:
-            t.begin(phase, B, n, cache.length)
-        emb = w["model.embed_tokens.weight"]
-        rows = emb[tokens.reshape(-1)]  # [T, d], T = B*n
-        x = rows.astype(self.act, copy=False)
-        if t is not None:
-            t.add("embed", 0, rows.nbytes, x.nbytes)
-        rot = rope_tables(cfg, cache.length, cache.length + n, self.act)  # cos, sin [n, dh]
-        for i in range(cfg.n_layers):
-            x = self._layer(i, x, B, n, cache, rot, t)
-        cache.length += n
-        x = self._norm(x, w["model.norm.weight"], "final_norm", t)
-        head = emb if cfg.tie_embeddings else w["lm_head.weight"]
-        logits = self._linear(x, head, None, "lm_head", t)  # [T, vocab]
-        if t is not None:
-            t.end()
-        return logits.reshape(B, n, -1)
-
-    def _layer(self, i, x, B, n, cache, rot, t):  # x [T, d] -> [T, d]
-        cfg, w, p = self.cfg, self.w, f"model.layers.{i}."
-        H, G, dh, past = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cache.length
-        S = past + n  # keys and values after this pass
-
-        # attention
-        h = self._norm(x, w[p + "input_layernorm.weight"], "attn_norm", t)
-        q = self._proj(h, p + "self_attn.q_proj", "q_proj", t).reshape(B, n, H, dh)
-        k = self._proj(h, p + "self_attn.k_proj", "k_proj", t).reshape(B, n, G, dh)
-        v = self._proj(h, p + "self_attn.v_proj", "v_proj", t).reshape(B, n, G, dh)
-        cos, sin = rot
-        qr, kr = rope(q, cos, sin), rope(k, cos, sin)
-        if t is not None:
-            read = q.nbytes + k.nbytes + cos.nbytes + sin.nbytes
-            t.add("rope", 3 * (q.size + k.size), read, qr.nbytes + kr.nbytes)
-        kc, vc = cache.k[i, :, :, past:S], cache.v[i, :, :, past:S]  # [B, G, n, dh]
-        kc[...] = kr.transpose(0, 2, 1, 3)
-        vc[...] = v.transpose(0, 2, 1, 3)
-        if t is not None:
-            t.add("kv_write", 0, kr.nbytes + v.nbytes, kc.nbytes + vc.nbytes)
-        K, V = cache.k[i, :, :, :S], cache.v[i, :, :, :S]  # [B, G, S, dh]
-        if t is not None:
-            t.add("kv_read", 0, K.nbytes + V.nbytes, 0)
-        qg = qr.reshape(B, n, G, H // G, dh).transpose(0, 2, 3, 1, 4)  # [B, G, g, n, dh]
-        K, V = K.astype(self.act, copy=False), V.astype(self.act, copy=False)  # fp16 cache
-        a = self._attention(qg, K, V, past, t)
-        a = a.transpose(0, 3, 1, 2, 4).reshape(B * n, H * dh)  # [B, G, g, n, dh] -> [T, H*dh]
-        x = self._residual(x, self._proj(a, p + "self_attn.o_proj", "o_proj", t), t)
-
-        # SwiGLU MLP
-        h = self._norm(x, w[p + "post_attention_layernorm.weight"], "mlp_norm", t)
-        gate = self._proj(h, p + "mlp.gate_proj", "gate_proj", t)  # [T, d_ff]
-        up = self._proj(h, p + "mlp.up_proj", "up_proj", t)
-        m = silu(gate)
-        m *= up
-        if t is not None:
-            t.add("mlp_act", 5 * m.size, gate.nbytes + up.nbytes, m.nbytes)
-        return self._residual(x, self._proj(m, p + "mlp.down_proj", "down_proj", t), t)
-
-    def _attention(self, q, K, V, past, t):  # q [B, G, g, n, dh], K, V [B, G, S, dh]
-        """Causal attention -> [B, G, g, n, dh]; new token j sees the first past + j + 1 keys."""
-        B, G, g, n, dh = q.shape
-        scale = 1.0 / math.sqrt(dh)  # a Python float keeps the activation dtype
-        if self.skip_masked:  # one query row at a time, over only the keys it may see
-            rows = []
-            for j in range(n):
-                Kj, Vj = K[:, :, : past + j + 1], V[:, :, : past + j + 1]
-                rows.append(self._scores_softmax_values(q[:, :, :, j], Kj, Vj, scale, None, t))
-            return np.stack(rows, axis=3)
-        mask = None  # a bias: 0 where query j may see key s (s <= past + j), -inf elsewhere
-        if n > 1:
-            seen = np.arange(past + n) <= past + np.arange(n)[:, None]  # [n, S]
-            mask = np.where(seen, 0, -np.inf).astype(q.dtype)
-        o = self._scores_softmax_values(q.reshape(B, G, g * n, dh), K, V, scale, mask, t)
-        return o.reshape(B, G, g, n, dh)
-
-    def _scores_softmax_values(self, q, K, V, scale, mask, t):  # q [B, G, r, dh]
-        s = q @ K.swapaxes(-1, -2)  # [B, G, r, S]: one BLAS product per (sequence, KV head)
-        if t is not None:
-            t.add("attn_scores", 2 * q.shape[-1] * s.size, q.nbytes, s.nbytes)
-        s *= scale
-        if mask is not None:  # rows are (head, query) pairs: view s as [B, G, g, n, S]
-            s.reshape(*s.shape[:2], -1, *mask.shape)[...] += mask
-        pr = softmax(s)  # [B, G, r, S], in the scores' buffer
-        if t is not None:
-            t.add("softmax", 6 * pr.size, pr.nbytes, pr.nbytes)
-        o = pr @ V  # [B, G, r, dh]
-        if t is not None:
-            t.add("attn_values", 2 * o.shape[-1] * pr.size, pr.nbytes, o.nbytes)
-        return o
-
-    def _proj(self, x, prefix, op, t):  # a Hugging Face projection: weight and optional bias
-        return self._linear(x, self.w[prefix + ".weight"], self.w.get(prefix + ".bias"), op, t)
-
-    def _linear(self, x, W, b, op, t):  # x [T, d_in], W [d_out, d_in], b [d_out] -> [T, d_out]
-        y = x @ W.T.astype(self.act, copy=False)  # 2-D: one BLAS GEMM (a GEMV at T=1)
-        if b is not None:
-            y += b
-        if t is not None:
-            flops, read = 2 * x.shape[0] * W.size, x.nbytes + W.nbytes
-            if b is not None:
-                flops, read = flops + y.size, read + b.nbytes
-            t.add(op, flops, read, y.nbytes)
-        return y
-
-    def _norm(self, x, w, op, t):
-        y = rms_norm(x, w, self.cfg.norm_eps).astype(self.act, copy=False)
-        if t is not None:
-            t.add(op, 4 * x.size, x.nbytes + w.nbytes, y.nbytes)
-        return y
-
-    def _residual(self, x, y, t):  # x + y, into y (a fresh output)
-        y += x
-        if t is not None:
-            t.add("residual", y.size, x.nbytes + y.nbytes, y.nbytes)
-        return y
+        n_layers, cache_batch, n_kv_heads, max_len, head_dim = cache.k.shape
+        if (n_layers, n_kv_heads, head_dim) != (cfg.n_layers, cfg.n_kv_heads, cfg.head_dim):
+            raise ValueError(
+                f"cache of shape {cache.k.shape} {_CACHE_LAYOUT} is not for {cfg.name!r}, which "
+                f"needs ({cfg.n_layers}, batch, {cfg.n_kv_heads}, max_len, {cfg.head_dim})"
+            )
+        if max_len > cfg.max_context:
+            raise ValueError(
+                f"cache max_len {max_len} exceeds max_context {cfg.max_context} of {cfg.name!r}"
+            )
+        validate.integer("cache.length", cache.length, minimum=0, maximum=max_len)
+        if cache_batch != batch:
+            raise ValueError(f"cache holds batch {cache_batch}, tokens have batch {batch}")
+        if cache.length + n > max_len:
+            raise ValueError(f"KV cache full: {cache.length} cached + {n} new > max_len {max_len}")
