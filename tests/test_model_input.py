@@ -255,3 +255,14 @@ def test_a_far_miss_lists_the_built_ins():
     with pytest.raises(ValueError, match="Known: ") as info:
         get_model("x" * 100_000)
     assert "gemma-3-1b" in str(info.value) and len(str(info.value)) < 600
+
+
+def test_rope_theta_inside_rope_parameters_is_read():
+    """transformers 5 writes rope_theta inside rope_parameters; it must not become 10000."""
+    config = json.loads(lr.models._MODELS.joinpath("llama-3-8b.json").read_text())
+    theta = config.pop("rope_theta")
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+    assert ModelConfig.from_hf_config(config).rope_theta == theta == 500000.0
+    config["rope_parameters"]["rope_theta"] = "abc"
+    with pytest.raises(ValueError, match="rope_parameters.rope_theta"):
+        ModelConfig.from_hf_config(config)

@@ -74,7 +74,6 @@ def tiny_config(model) -> ModelConfig:
     config = model.config.to_dict()
     # transformers 5 writes rope_theta inside rope_parameters; from_hf_config reads the
     # top-level key of the config.json files on the Hub
-    config.setdefault("rope_theta", config["rope_parameters"]["rope_theta"])
     return ModelConfig.from_hf_config(config, name="hf-model")
 
 
@@ -144,7 +143,6 @@ def test_a_saved_snapshot_loads(tmp_path):
     model = hf_llama("GQA-head_dim-12", True, torch.float32, seed=2)
     model.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    config.setdefault("rope_theta", config["rope_parameters"]["rope_theta"])  # as in tiny_config
     tiny = TinyLlama(ModelConfig.from_hf_config(config), load_file(tmp_path / "model.safetensors"))
     ids = token_ids(tiny.cfg.vocab_size)
     assert_same_logits(tiny_logits(tiny, ids), hf_logits(model, ids), TOL[torch.float32])

@@ -395,6 +395,14 @@ class _HFReader:
         value = self.config.get(key, default)  # present but null is an error, not the default
         return validate.real(self._field(key), value, minimum=0, open_min=True)
 
+    def _rope_theta(self, default: float) -> float:
+        """``rope_theta`` at the top level, or inside ``rope_parameters`` (transformers 5)."""
+        nested = self.config.get("rope_parameters")
+        if "rope_theta" not in self.config and isinstance(nested, dict) and "rope_theta" in nested:
+            return validate.real(self._field("rope_parameters.rope_theta"), nested["rope_theta"],
+                                 minimum=0, open_min=True)
+        return self.real("rope_theta", default)
+
     def fields(self, name: str | None) -> dict:
         gemma, t = self.gemma, self.type
         hidden = self.integer("hidden_size")
@@ -412,7 +420,7 @@ class _HFReader:
             n_heads=heads,
             n_kv_heads=kv_heads,
             max_context=context,
-            rope_theta=self.real("rope_theta", 1e6 if t == "gemma3_text" else 10000.0),
+            rope_theta=self._rope_theta(1e6 if t == "gemma3_text" else 10000.0),
             norm_eps=self.real("rms_norm_eps", 1e-6),
             tie_embeddings=self.boolean("tie_word_embeddings", gemma),
             qkv_bias=t == "qwen2" or self.boolean("attention_bias", False),
