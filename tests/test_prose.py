@@ -1,0 +1,146 @@
+"""The page convention of CONTRIBUTING.md: prose states numbers as plain text, a code cell computes
+or holds each of them, no placeholder only the book build fills in, and no answer shown above its
+exercise."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from conftest import ROOT
+from pages import Cell, executable_pages, prose_numbers, read_cells, unbacked_numbers, value_of
+
+PAGES = executable_pages()
+ALL_SOURCES = [*sorted((ROOT / "book").glob("*.md")), *sorted((ROOT / "notebooks").glob("*.ipynb"))]
+
+
+def _id(path):
+    return str(path.relative_to(ROOT))
+
+
+# --- the rule itself, on small examples (so that it is known to catch what it should) ------------
+
+def test_finds_prose_numbers_and_exempts_labels_names_and_code():
+    md = ("## 2. Ridge points\n\nThe H100 SXM's ridge is 295.3 FLOPs/byte, almost 7x that of "
+          "Llama-3-70B at 32K; see exercise 2.3 and chapter 7 {cite}`williams2009roofline`, "
+          "`batch=64`, [a link](https://example.org/1234) (Williams et al., 2009).\n\n"
+          "1. first item of 1,476 users\n\n$2mkn$ and $\\approx 12.7$ ms\n")
+    assert [n for n, _ in prose_numbers(md)] == ["12.7", "295.3", "7", "1,476"]
+
+
+def test_a_number_is_backed_by_states_or_a_literal(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "---\nkernelspec:\n  name: python3\n---\n# T\n\n```{code-cell} ipython3\n:tags: [hide-input]\n"
+        "x = states(ridge, \"295.3\")\nbatch = 32_768\n```\n\n"
+        "Ridge 295.3, context 32768 tokens, and 590.7 nowhere in the code.\n"
+    )
+    missing = unbacked_numbers(page)
+    assert [n for n, _ in missing] == ["590.7"]
+    assert "590.7 nowhere" in missing[0][1]
+    assert [c.kind for c in read_cells(page)] == ["markdown", "code", "markdown"]
+
+
+# --- the book's pages ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", PAGES, ids=_id)
+def test_every_prose_number_is_computed_or_stated_by_a_cell(path):
+    """Each number of the prose is a states(value, "text") text or a literal in a code cell."""
+    missing = unbacked_numbers(path)
+    report = "\n".join(f"  {_id(path)}: {n!r} in: {s}" for n, s in missing)
+    assert not missing, f"{len(missing)} prose numbers no code cell computes or states:\n{report}"
+
+
+@pytest.mark.parametrize("path", ALL_SOURCES, ids=_id)
+def test_no_placeholder_only_the_book_build_fills_in(path):
+    """No {glue} role or glue() call: in Jupyter, Colab and the student edition it shows raw."""
+    text = path.read_text()
+    found = [w for w in ("{glue", "glue(", "myst_nb") if w in text]
+    assert not found, f"{_id(path)} uses {found}: state numbers as plain text with prose.states"
+
+
+def _representations(text: str) -> list[float]:
+    return [value_of(m.group(0)) for m in re.finditer(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?",
+                                                        text)]
+
+
+def _significant(text_value: float) -> bool:
+    digits = re.sub(r"\D", "", f"{text_value:g}").lstrip("0")
+    return len(digits) >= 2
+
+
+def _give_away(text: str, expected: float, rtol: float) -> list[float]:
+    """Numbers in ``text`` of two or more significant digits that would pass as the answer."""
+    tol = min(max(rtol, 0.005), 0.02)
+    return [v for v in _representations(text)
+            if _significant(v) and math.isclose(v, expected, rel_tol=tol, abs_tol=0)]
+
+
+def _exercises(cells: list[Cell]) -> list[tuple[int, str, str]]:
+    """(index of the exercise's first cell, its label, the check id its solution calls)."""
+    found = []
+    for i, cell in enumerate(cells):
+        label = re.search(r"\{exercise-start\}[^\n]*\n:label:\s*(\S+)", cell.source)
+        if not label:
+            continue
+        for later in cells[i + 1:]:
+            ids = re.findall(r"check\(\s*[\"']([\w-]+)[\"']", later.source)
+            if ids:
+                found.append((i, label.group(1), ids[0]))
+                break
+            if "{exercise-start}" in later.source:
+                break
+    return found
+
+
+def _shown_before(cells: list[Cell], index: int) -> str:
+    """What a reader has seen above an exercise: the markdown, and the outputs of code cells."""
+    parts = []
+    for cell in cells[:index]:
+        if cell.kind == "markdown":
+            parts.append(cell.source)
+        for out in cell.outputs:
+            data = out.get("data", {})
+            parts.append("".join(out.get("text", "")) + "".join(data.get("text/plain", ""))
+                         + re.sub(r"<[^>]+>", " ", "".join(data.get("text/html", ""))))
+    return "\n".join(parts)
+
+
+def _assert_no_answer_above(cells: list[Cell], name: str) -> int:
+    from llm_roofline.exercises import _REGISTRY
+
+    n = 0
+    for index, label, ex_id in _exercises(cells):
+        exercise = _REGISTRY[ex_id]
+        expected = float(exercise.expected())
+        hits = _give_away(_shown_before(cells, index), expected, exercise.rtol)
+        assert not hits, (f"{name}: the answer to {label} ({ex_id}, {expected:g} {exercise.unit}) is "
+                          f"shown above it as {hits}")
+        n += 1
+    return n
+
+
+def test_give_away_finds_an_answer_at_any_reasonable_precision():
+    assert _give_away("the table shows 12.7 ms and 1,476 users", 12.68, 0.01) == [12.7]
+    assert _give_away("about 590.7 FLOPs/byte", 590.72, 0.01) == [590.7]
+    assert _give_away("ridge 206.6", 207, 0.0) == [206.6]
+    assert _give_away("a 1 and a 7 and 2048", 7.1, 0.01) == []
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if p.suffix == ".ipynb"], ids=_id)
+def test_no_answer_in_the_text_above_its_exercise(path):
+    _assert_no_answer_above(read_cells(path), _id(path))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in PAGES if p.suffix == ".ipynb"], ids=_id)
+def test_no_answer_in_the_outputs_above_its_exercise(path, built_book):
+    """In the executed notebook (as the book build ran it) nothing above an exercise gives its answer."""
+    executed = ROOT / "_build" / "jupyter_execute" / path.relative_to(ROOT)
+    assert executed.exists(), f"the book build left no executed copy of {_id(path)}"
+    nb = json.loads(executed.read_text())
+    cells = [Cell(c["cell_type"], "".join(c["source"]), c.get("outputs", [])) for c in nb["cells"]]
+    assert _assert_no_answer_above(cells, _id(path)) >= 4
