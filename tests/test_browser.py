@@ -102,8 +102,9 @@ WIDTHS = (1280, 400)  # a laptop and a phone
 
 # What a reader cannot see: an element whose content is wider or taller than its box while the box
 # hides the overflow (no scroll bar), anything that runs past the right edge of the window and is
-# not inside a box that scrolls, the page itself scrolling sideways, and images wider than the
-# column. Inline elements are not boxes, so they clip nothing. MathJax's assistive copy of each formula is hidden on purpose and is not counted.
+# not inside a box of its own that scrolls, the page itself scrolling sideways, and images wider
+# than the column. Inline elements are not boxes, so they clip nothing; MathJax's glyph parts and
+# collapsed drop-downs (a solution behind its button) hide content on purpose and are not counted.
 LAYOUT_JS = """() => {
   const main = document.querySelector('main') || document.body;
   const vw = document.documentElement.clientWidth;
@@ -184,6 +185,13 @@ def test_page_renders(page, site, entry, width):
     assert not leftovers, f"{entry}: raw TeX on the page: {leftovers}"
     raw_myst = [t for t in ("{term}", "{cite}", "{glue", "{exercise", "{doc}") if t in prose]
     assert not raw_myst, f"{entry}: raw MyST on the page: {raw_myst}"
+
+    searches = page.evaluate(
+        """() => [...document.querySelectorAll('input[type=search], .search-button-field, .search-button')]
+                  .filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+                                 && getComputedStyle(e).visibility !== 'hidden'; }).length"""
+    )
+    assert searches == 1, f"{entry} at {width} px: {searches} search boxes or buttons in view, want one"
 
     assert not page.outside, f"{entry}: requests to outside hosts: {page.outside}"
     errors = [e for e in page.errors if e not in KNOWN_UPSTREAM_ERRORS]
