@@ -8,8 +8,8 @@ prose appears in one of its code cells, either as the text of a ``states(value, 
 call or as a literal (an input such as ``batch=32`` or ``2048``). Not numbers of the prose:
 anything in code spans, code blocks, roles (``{cite}``, ``{term}``, ``{doc}``...), URLs and
 link targets, HTML tags, directive option lines and labels; list markers and the section
-numbers of headings; numbers inside names (``H100``, ``Llama-3-70B``, ``fp8``, ``32K``);
-labels such as "exercise 2.3", "chapter 7", "section 3"; citation years ("et al., 2022",
+numbers of headings; numbers inside names (``H100``, ``Llama-3-70B``, ``fp8``, ``32K``,
+"RTX 4090", "Llama 3"); labels such as "exercise 2.3", "chapter 7", "section 3"; citation years ("et al., 2022",
 "(2019)"). In math, integers of one or two digits are a formula's constants (the 2 of
 ``2mkn``, ``2^{30}``) and exempt; a number in math with a decimal point or three or more
 digits is a value, and follows the rule.
@@ -124,6 +124,9 @@ _LABELLED = re.compile(
     r"appendix|eq\.|equations?|issue|§)\s*\d+(?:\.\d+)*(?:\s*(?:,|and|or|to)\s*\d+(?:\.\d+)*)*",
     re.I,
 )
+_NAMED = re.compile(  # a product or model family and its number: "RTX 4090", "Llama 3", "GPT 4"
+    r"\b(?:RTX|GTX|Radeon|Instinct|Llama|Qwen|GPT|PaLM|Gemma|Gemini|DeepSeek|Mistral|Mixtral)\s+\d+(?:\.\d+)?"
+)
 _YEAR = re.compile(r"(?:et al\.,?\s*|\(\s*)(?:19|20)\d\d[a-z]?\b")
 _ROLE = re.compile(r"\{[\w:-]+\}`[^`]*`")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
@@ -172,6 +175,7 @@ def prose_numbers(markdown: str) -> list[tuple[str, str]]:
                   text)  # section numbers of headings
     text = re.sub(r"(?m)^(\s*)\d+[.)](\s)", lambda m: m.group(1) + "  " + m.group(2), text)  # list markers
     text = _LABELLED.sub(_blank, text)
+    text = _NAMED.sub(_blank, text)
     text = _YEAR.sub(_blank, text)
     found = []
 

@@ -4,9 +4,8 @@ exercise."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
+from html.parser import HTMLParser
 
 import pytest
 
@@ -26,7 +25,7 @@ def _id(path):
 def test_finds_prose_numbers_and_exempts_labels_names_and_code():
     md = ("## 2. Ridge points\n\nThe H100 SXM's ridge is 295.3 FLOPs/byte, almost 7x that of "
           "Llama-3-70B at 32K; see exercise 2.3 and chapter 7 {cite}`williams2009roofline`, "
-          "`batch=64`, [a link](https://example.org/1234) (Williams et al., 2009).\n\n"
+          "`batch=64`, [a link](https://example.org/1234) (Williams et al., 2009), an RTX 4090.\n\n"
           "1. first item of 1,476 users\n\n$2mkn$ and $\\approx 12.7$ ms\n")
     assert [n for n, _ in prose_numbers(md)] == ["12.7", "295.3", "7", "1,476"]
 
@@ -67,16 +66,18 @@ def _representations(text: str) -> list[float]:
                                                         text)]
 
 
-def _significant(text_value: float) -> bool:
-    digits = re.sub(r"\D", "", f"{text_value:g}").lstrip("0")
-    return len(digits) >= 2
-
-
-def _give_away(text: str, expected: float, rtol: float) -> list[float]:
-    """Numbers in ``text`` of two or more significant digits that would pass as the answer."""
-    tol = min(max(rtol, 0.005), 0.02)
-    return [v for v in _representations(text)
-            if _significant(v) and math.isclose(v, expected, rel_tol=tol, abs_tol=0)]
+def _give_away(text: str, expected: float) -> list[str]:
+    """The answer as ``text`` shows it: ``expected`` printed with 0 to 3 decimals (with or without
+    thousands separators), where that print has two or more significant digits, found as a number."""
+    shown = []
+    for decimals in range(4):
+        for comma in ("", ","):
+            printed = format(expected, f"{comma}.{decimals}f")
+            if len(re.sub(r"\D", "", printed).lstrip("0")) < 2 or printed in shown:
+                continue
+            if re.search(rf"(?<![\w.,]){re.escape(printed)}(?![\d]|[.,]\d)", text):
+                shown.append(printed)
+    return shown
 
 
 def _exercises(cells: list[Cell]) -> list[tuple[int, str, str]]:
@@ -109,6 +110,14 @@ def _shown_before(cells: list[Cell], index: int) -> str:
     return "\n".join(parts)
 
 
+# A number above an exercise that is close to its answer by coincidence, not a give-away: exempt it
+# here with the reason, so that the exemption is seen in review.
+COINCIDENCES = {
+    ("roofline-4", "3.9"): "the article's bandwidth growth across generations, '1.6x to 3.9x', quoted in "
+                         "section 2, is not the INT4 speed-up (3.88) the exercise asks for",
+}
+
+
 def _assert_no_answer_above(cells: list[Cell], name: str) -> int:
     from llm_roofline.exercises import _REGISTRY
 
@@ -116,7 +125,8 @@ def _assert_no_answer_above(cells: list[Cell], name: str) -> int:
     for index, label, ex_id in _exercises(cells):
         exercise = _REGISTRY[ex_id]
         expected = float(exercise.expected())
-        hits = _give_away(_shown_before(cells, index), expected, exercise.rtol)
+        hits = [v for v in _give_away(_shown_before(cells, index), expected)
+                if (ex_id, v) not in COINCIDENCES]
         assert not hits, (f"{name}: the answer to {label} ({ex_id}, {expected:g} {exercise.unit}) is "
                           f"shown above it as {hits}")
         n += 1
@@ -124,10 +134,12 @@ def _assert_no_answer_above(cells: list[Cell], name: str) -> int:
 
 
 def test_give_away_finds_an_answer_at_any_reasonable_precision():
-    assert _give_away("the table shows 12.7 ms and 1,476 users", 12.68, 0.01) == [12.7]
-    assert _give_away("about 590.7 FLOPs/byte", 590.72, 0.01) == [590.7]
-    assert _give_away("ridge 206.6", 207, 0.0) == [206.6]
-    assert _give_away("a 1 and a 7 and 2048", 7.1, 0.01) == []
+    assert _give_away("the table shows 12.7 ms and 1,476 users", 12.68) == ["12.7"]
+    assert _give_away("about 590.7 FLOPs/byte", 590.72) == ["590.7"]
+    assert _give_away("a 1,476 users", 1476.2) == ["1,476"]
+    assert _give_away("71x larger", 71.11) == ["71"]
+    assert _give_away("a 1 and a 7 and 2048 and 586", 7.1) == []
+    assert _give_away("590.72 is close", 590.7164) == ["590.72"]
 
 
 @pytest.mark.parametrize("path", [p for p in PAGES if p.suffix == ".ipynb"], ids=_id)
@@ -135,12 +147,55 @@ def test_no_answer_in_the_text_above_its_exercise(path):
     _assert_no_answer_above(read_cells(path), _id(path))
 
 
+class _TextBefore(HTMLParser):
+    """The text a reader sees on a built page above each exercise: prose and outputs, without code
+    inputs (numbers a student types) and without earlier solutions (behind their drop-down)."""
+
+    SKIP = ("cell_input", "solution")
+    SKIP_TAGS = {"script", "style"}
+    VOID = {"br", "img", "hr", "input", "meta", "link", "source", "wbr", "col", "area", "base", "embed"}
+
+    def __init__(self):
+        super().__init__()
+        self.parts: list[str] = []
+        self.before: dict[str, str] = {}  # exercise id -> text above it
+        self.stack: list[bool] = []  # for each open element: does it start a skipped block
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        if "exercise" in classes and a.get("id"):
+            self.before[a["id"]] = " ".join(self.parts)
+        if tag not in self.VOID:
+            self.stack.append(tag in self.SKIP_TAGS or any(c in self.SKIP for c in classes))
+
+    def handle_endtag(self, tag):
+        if tag not in self.VOID and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        if not any(self.stack):
+            self.parts.append(data)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", [p for p in PAGES if p.suffix == ".ipynb"], ids=_id)
 def test_no_answer_in_the_outputs_above_its_exercise(path, built_book):
-    """In the executed notebook (as the book build ran it) nothing above an exercise gives its answer."""
-    executed = ROOT / "_build" / "jupyter_execute" / path.relative_to(ROOT)
-    assert executed.exists(), f"the book build left no executed copy of {_id(path)}"
-    nb = json.loads(executed.read_text())
-    cells = [Cell(c["cell_type"], "".join(c["source"]), c.get("outputs", [])) for c in nb["cells"]]
-    assert _assert_no_answer_above(cells, _id(path)) >= 4
+    """On the built page (every cell executed) nothing shown above an exercise gives its answer away."""
+    from llm_roofline.exercises import _REGISTRY
+
+    html = (built_book / path.relative_to(ROOT).with_suffix(".html")).read_text()
+    parser = _TextBefore()
+    parser.feed(html)
+    exercises = _exercises(read_cells(path))
+    assert len(exercises) >= 4, f"{_id(path)}: {len(exercises)} exercises with an answer check"
+    found = []
+    for _, label, ex_id in exercises:
+        assert label in parser.before, f"{_id(path)}: exercise {label} not on the built page"
+        exercise = _REGISTRY[ex_id]
+        expected = float(exercise.expected())
+        hits = [v for v in _give_away(parser.before[label], expected)
+                if (ex_id, v) not in COINCIDENCES]
+        if hits:
+            found.append(f"{label} ({ex_id}, {expected:g} {exercise.unit}): shown above it as {hits}")
+    assert not found, f"{_id(path)}: answers shown above their exercises:\n  " + "\n  ".join(found)
