@@ -9,8 +9,8 @@ call or as a literal (an input such as ``batch=32`` or ``2048``). Not numbers of
 anything in code spans, code blocks, roles (``{cite}``, ``{term}``, ``{doc}``...), URLs and
 link targets, HTML tags, directive option lines and labels; list markers and the section
 numbers of headings; numbers inside names (``H100``, ``Llama-3-70B``, ``fp8``, ``32K``,
-"RTX 4090", "Llama 3"); labels such as "exercise 2.3", "chapter 7", "section 3"; citation years ("et al., 2022",
-"(2019)"). In math, integers of one or two digits are a formula's constants (the 2 of
+"RTX 4090", "Llama 3"); labels such as "exercise 2.3", "chapter 7", "section 3"; citation
+years ("et al., 2022", "(2019)"). In math, integers of one or two digits are a formula's constants (the 2 of
 ``2mkn``, ``2^{30}``) and exempt; a number in math with a decimal point or three or more
 digits is a value, and follows the rule.
 """
