@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,10 +39,10 @@ def install_requirements(path: Path) -> list[str]:
     return [a for a in args if not a.startswith("-")]
 
 
-def local_equivalent(requirement: str) -> str:
-    """``llm-roofline[widgets] @ git+URL`` becomes ``<this checkout>[widgets]``; others stay."""
+def local_equivalent(requirement: str, source: Path = ROOT) -> str:
+    """``llm-roofline[widgets] @ git+URL`` becomes ``<source>[widgets]``; others stay."""
     m = re.match(r"^\s*llm[-_]roofline\s*(\[[^\]]*\])?\s*@\s*git\+\S+$", requirement)
-    return f"{ROOT}{m.group(1) or ''}" if m else requirement
+    return f"{source}{m.group(1) or ''}" if m else requirement
 
 
 def test_install_line_is_read_as_written(tmp_path):
@@ -57,7 +58,12 @@ def test_install_line_is_read_as_written(tmp_path):
 @pytest.fixture(scope="module")
 def colab_env(tmp_path_factory) -> Path:
     """A fresh venv with the union of every notebook's install-cell requirements and the runner."""
-    reqs = sorted({local_equivalent(r) for path in notebooks() for r in install_requirements(path)})
+    # the library as the repository holds it, copied so that building it leaves nothing in the checkout
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "lib", source / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    reqs = sorted({local_equivalent(r, source) for path in notebooks() for r in install_requirements(path)})
     venv = tmp_path_factory.mktemp("colab") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
