@@ -1,10 +1,11 @@
 # The two commands of the README: `make book` builds the website, `make test` runs every test.
+# `make check` is the contributor's fast loop: the fast tests and ruff (no notebooks, book or browser).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 HTML   := _build/html
 
-.PHONY: book test lab student clean
+.PHONY: book test check lab student clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +28,21 @@ book: $(VENV)/.installed
 test: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest
 
-## lab: run the chapter notebooks interactively in JupyterLab
+## check: the fast loop while editing (seconds): fast tests and ruff; not the notebooks, book or browser
+check: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -q -m "not slow and not browser"
+	$(BIN)/ruff check lib tests benchmarks _ext
+
+## lab: run the chapter notebooks interactively in JupyterLab (MyST rendered by jupyterlab-myst)
+# As root (a container, a CI machine) JupyterLab refuses to start without --allow-root.
+LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 lab: $(VENV)/.installed
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab $(LAB_ROOT) notebooks/
 
 ## student: the student edition of every notebook (solutions removed) in _build/student
+# --force: _build/student is the build's own folder, rewritten each time (the writer never touches notebooks/).
 student: $(VENV)/.installed
-	$(BIN)/python -m llm_roofline.student notebooks _build/student
+	$(BIN)/python -m llm_roofline.student notebooks _build/student --force
 
 clean:
 	rm -rf _build

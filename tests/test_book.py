@@ -55,3 +55,36 @@ def test_stylesheets_import_nothing_remote(built_book):
         text = css.read_text(errors="replace")
         remote_import = re.search(r"@import\s+url\(\s*['\"]?https?:", text)
         assert not remote_import, f"{css.name} imports a remote stylesheet"
+
+
+def test_references_are_author_year_and_disambiguated(built_book):
+    """The list carries the labels the text cites (author, year), with a/b where one author has two
+    works in a year, and no raw TeX; the text's citations are author-year, not numbers."""
+    refs = (built_book / "book" / "references.html").read_text()
+    labels = re.findall(r'<span class="label"><span class="fn-bracket">\[</span>(.*?)<span', refs)
+    assert labels, "no labelled entries in the references"
+    assert not [x for x in labels if x.strip().isdigit()], "the references are numbered"
+    assert all(re.search(r", (19|20)\d\d[a-z]?$", x) for x in labels), labels
+    assert len(set(labels)) == len(labels), f"two entries share a label: {labels}"
+    for label in ("DeepSeek-AI, 2024a", "DeepSeek-AI, 2024b", "NVIDIA, 2024a", "NVIDIA, 2024b"):
+        assert label in labels, f"{label} missing: {labels}"
+    first = [x.split()[0].strip(",").lower() for x in labels]
+    assert first == sorted(first), "the references are not in alphabetical order of authors"
+    assert "\\emph" not in refs and "\\url" not in refs, "raw TeX in the references"
+    glossary = (built_book / "book" / "glossary.html").read_text()
+    assert re.search(r"\[<a [^>]*>Williams <em>et al.</em>, 2009</a>\]", glossary), "not cited author-year"
+
+
+GLOSSARY_TERMS = ("arithmetic intensity", "roofline", "ridge point", "prefill", "decode", "KV cache", "GEMM",
+                  "GEMV", "kernel", "tensor core", "SFU", "HBM", "MBU", "MFU", "TTFT", "TPOT",
+                  "tensor parallelism", "all-reduce", "GQA", "MQA", "MLA", "MoE", "batch")
+
+
+def test_glossary_defines_the_terms_pages_link(built_book):
+    """A real glossary: every term the brief lists is a {term} target, and no {term} link is broken."""
+    glossary = (built_book / "book" / "glossary.html").read_text()
+    defined = {t.lower() for t in re.findall(r'<dt id="term-[^"]*">([^<]+)<', glossary)}
+    missing = [t for t in GLOSSARY_TERMS if t.lower() not in defined]
+    assert not missing, f"terms not in the glossary: {missing}"
+    errata = (built_book / "book" / "errata.html").read_text()
+    assert errata.count('href="glossary.html#term-') >= 10, "the errata links few glossary terms"

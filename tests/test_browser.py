@@ -98,13 +98,69 @@ VISIBLE_PROSE_JS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("entry", toc_files())
-def test_page_renders(page, site, entry):
-    page.goto(f"{site}/{entry}.html", wait_until="load")
+WIDTHS = (1280, 400)  # a laptop and a phone
+
+# What a reader cannot see: an element whose content is wider or taller than its box while the box
+# hides the overflow (no scroll bar), anything that runs past the right edge of the window and is
+# not inside a box of its own that scrolls, the page itself scrolling sideways, and images wider
+# than the column. Inline elements are not boxes, so they clip nothing; MathJax's glyph parts and
+# collapsed drop-downs (a solution behind its button) hide content on purpose and are not counted.
+LAYOUT_JS = """() => {
+  const main = document.querySelector('main') || document.body;
+  const vw = document.documentElement.clientWidth;
+  const visible = e => { const r = e.getBoundingClientRect(); const s = getComputedStyle(e);
+    return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none'; };
+  const skip = e => e.closest('.sr-only, .visually-hidden, script, style, '
+                              + '.bd-sidebar-primary, .bd-sidebar-secondary, .cell_input .copybtn');
+  // A box of its own that scrolls (a table's, a code cell's, an equation's), not the whole column.
+  const column = '.bd-article-container, .bd-content, .bd-main, .bd-container, .bd-page-width, main, article';
+  const scrolls = e => { for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (a.matches(column)) return false;
+      const o = getComputedStyle(a).overflowX;
+      if ((o === 'auto' || o === 'scroll') && a.getBoundingClientRect().right <= vw + 1) return true; }
+    return false; };
+  const name = e => (e.tagName.toLowerCase() + (e.className && typeof e.className === 'string'
+                     ? '.' + e.className.trim().split(/\\s+/).slice(0, 2).join('.') : '')
+                     + ': ' + (e.innerText || e.textContent || e.src || '').trim().slice(0, 70));
+  const clipped = [], wide = [], images = [];
+  for (const e of main.querySelectorAll('*')) {
+    if (skip(e) || !visible(e)) continue;
+    const r = e.getBoundingClientRect();
+    if (r.right > vw + 1 && !scrolls(e)) wide.push(name(e) + ` (right edge ${Math.round(r.right)} px)`);
+    // A collapsed drop-down (a solution, a hidden cell) hides its content behind a button: not cut off.
+    if (e.matches('.toggle-hidden, details:not([open])')) continue;
+    const s = getComputedStyle(e);
+    if (s.display === 'inline' || s.display === 'contents') continue;  // overflow applies to boxes only
+    if (e.tagName.startsWith('MJX-') && e.tagName !== 'MJX-CONTAINER') continue;  // MathJax's glyph parts
+    const hidesX = s.overflowX === 'hidden' || s.overflowX === 'clip';
+    const hidesY = (s.overflowY === 'hidden' || s.overflowY === 'clip') && e.tagName !== 'MJX-CONTAINER';
+    if ((hidesX && e.scrollWidth > e.clientWidth + 2) || (hidesY && e.scrollHeight > e.clientHeight + 2)
+        || (s.textOverflow === 'ellipsis' && e.scrollWidth > e.clientWidth + 2)) clipped.push(name(e));
+  }
+  const text = (document.querySelector('article.bd-article') || main).getBoundingClientRect();
+  for (const img of main.querySelectorAll('img')) {
+    if (!visible(img) || skip(img)) continue;
+    const r = img.getBoundingClientRect();
+    if (r.width > text.width + 1 && !scrolls(img)) images.push(name(img) + ` (${Math.round(r.width)} px)`);
+  }
+  const sideways = document.documentElement.scrollWidth > vw + 1;
+  return {clipped, wide, images, sideways, pageWidth: document.documentElement.scrollWidth, vw};
+}"""
+
+
+def _ready(page):
     page.wait_for_function(
         "() => !window.MathJax || !MathJax.startup || MathJax.startup.promise", timeout=30000
     )
     page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=lambda w: f"{w}px")
+@pytest.mark.parametrize("entry", toc_files())
+def test_page_renders(page, site, entry, width):
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{site}/{entry}.html", wait_until="load")
+    _ready(page)
 
     title = page.title()
     assert title and "404" not in title, f"{entry}: no title"
@@ -118,21 +174,39 @@ def test_page_renders(page, site, entry):
 
     if page.locator(".math").count():
         assert page.locator("mjx-container").count() > 0, f"{entry}: math left unrendered by MathJax"
-    overflowing = page.evaluate(
-        """() => [...document.querySelectorAll('mjx-container[display="true"]')]
-                  .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 60))"""
-    )
-    assert not overflowing, f"{entry}: display math wider than the text column: {overflowing}"
+    if width >= 1280:  # on a laptop every display equation fits the column; on a phone it may scroll
+        overflowing = page.evaluate(
+            """() => [...document.querySelectorAll('mjx-container[display="true"]')]
+                      .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 60))"""
+        )
+        assert not overflowing, f"{entry}: display math wider than the text column: {overflowing}"
     prose = page.evaluate(VISIBLE_PROSE_JS)
     leftovers = [t for t in RAW_MATH if t in prose]
     assert not leftovers, f"{entry}: raw TeX on the page: {leftovers}"
+    raw_myst = [t for t in ("{term}", "{cite}", "{glue", "{exercise", "{doc}") if t in prose]
+    assert not raw_myst, f"{entry}: raw MyST on the page: {raw_myst}"
+
+    searches = page.evaluate(
+        """() => [...document.querySelectorAll('input[type=search], .search-button-field, .search-button')]
+                  .filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+                                 && getComputedStyle(e).visibility !== 'hidden'; }).length"""
+    )
+    assert searches == 1, f"{entry} at {width} px: {searches} search boxes or buttons in view, want one"
 
     assert not page.outside, f"{entry}: requests to outside hosts: {page.outside}"
     errors = [e for e in page.errors if e not in KNOWN_UPSTREAM_ERRORS]
     assert not errors, f"{entry}: JavaScript errors: {errors}"
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / (entry.replace("/", "__") + ".png")), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{entry.replace('/', '__')}-{width}.png"), full_page=True)
+
+    layout = page.evaluate(LAYOUT_JS)
+    problems = [f"cut off (content hidden in its box): {x}" for x in layout["clipped"]]
+    problems += [f"past the window's right edge: {x}" for x in layout["wide"]]
+    problems += [f"image wider than the column: {x}" for x in layout["images"]]
+    if layout["sideways"]:
+        problems.append(f"the page scrolls sideways ({layout['pageWidth']} px in a {layout['vw']} px window)")
+    assert not problems, f"{entry} at {width} px: {len(problems)} problems:\n  " + "\n  ".join(problems[:25])
 
 
 @pytest.mark.parametrize("entry", [e for e in toc_files() if e.startswith("notebooks/")])

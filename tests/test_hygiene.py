@@ -87,3 +87,32 @@ def test_colab_installs_from_the_configured_repository(path):
     cells = json.loads(path.read_text())["cells"]
     first_code = _source(next(c for c in cells if c["cell_type"] == "code"))
     assert f"git+{url}" in first_code, f"{path.name}: the Colab cell does not install from {url}"
+
+
+def _provided_by_install_cell(first_code: str) -> set[str]:
+    """Import names the Colab cell makes available: the library, its dependencies and the extras named."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    spec = re.search(r"llm-roofline(\[[^\]]*\])?\s*@", first_code)
+    requirements = list(project["dependencies"])
+    for extra in re.findall(r"[\w-]+", spec.group(1) or "") if spec else []:
+        requirements += project.get("optional-dependencies", {}).get(extra, [])
+    names = {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower().replace("-", "_") for r in requirements}
+    return names | {"llm_roofline", "ipython", "ipykernel"}  # a Jupyter kernel brings IPython
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_colab_cell_installs_everything_the_notebook_imports(path):
+    """Colab runs the notebook with only what its hidden cell installs (tests/test_launch.py runs it)."""
+    import sys
+
+    cells = json.loads(path.read_text())["cells"]
+    code = [_source(c) for c in cells if c["cell_type"] == "code"]
+    provided = _provided_by_install_cell(code[0])
+    imported = set()
+    for src in code:
+        imported |= set(re.findall(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", src, re.M))
+    missing = sorted(m for m in imported
+                     if m not in sys.stdlib_module_names and m.lower() not in provided)
+    assert not missing, f"{path.name} imports {missing}, which its Colab install cell does not install"

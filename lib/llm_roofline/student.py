@@ -5,12 +5,19 @@ A solution is a run of cells tagged ``solution`` (the gated ``{solution-start}``
 so students start from a clean notebook.
 
     python -m llm_roofline.student notebooks/ _build/student/
+
+The writer never loses a file: it refuses a destination that is its source folder (or inside
+it, or holds it), leaves a same-named file in the destination alone unless ``--force`` is
+given, and reads and checks every notebook before it writes any, so an invalid notebook is
+named and nothing is half-written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import tempfile
 from pathlib import Path
 
 SOLUTION_TAG = "solution"
@@ -18,11 +25,15 @@ SOLUTION_TAG = "solution"
 
 def strip_solutions(nb: dict) -> dict:
     """Return a copy of the notebook (nbformat 4 JSON as a dict) without solution cells or outputs."""
-    if not isinstance(nb, dict) or "cells" not in nb:
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise ValueError("expected a notebook: a dict with a 'cells' list (nbformat 4 JSON)")
     cells = []
-    for cell in nb["cells"]:
-        if SOLUTION_TAG in cell.get("metadata", {}).get("tags", []):
+    for i, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict) or "cell_type" not in cell:
+            raise ValueError(f"cell {i} is not a notebook cell (a dict with a 'cell_type')")
+        metadata = cell.get("metadata", {})
+        tags = metadata.get("tags", []) if isinstance(metadata, dict) else []
+        if SOLUTION_TAG in tags:
             continue
         cell = dict(cell)
         if cell.get("cell_type") == "code":
@@ -31,17 +42,57 @@ def strip_solutions(nb: dict) -> dict:
     return {**nb, "cells": cells}
 
 
-def write_student_edition(src: Path, dest: Path) -> list[Path]:
-    """Write the student edition of every notebook in ``src`` into ``dest``; return the paths written."""
+def _read(path: Path) -> dict:
+    try:
+        return strip_solutions(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"{path} is not a valid notebook: {reason}") from None
+
+
+def _overlaps(a: Path, b: Path) -> bool:
+    """Whether one folder is the other, or inside it."""
+    return a == b or a in b.parents or b in a.parents
+
+
+def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list[Path]:
+    """Write the student edition of every notebook in ``src`` into ``dest``; return the paths written.
+
+    ``dest`` may not be ``src``, inside it, or hold it. A notebook already in ``dest`` is
+    replaced only with ``force=True``. Every notebook is read and checked before any is
+    written, and each is written to a temporary file first and then renamed, so a failure
+    leaves no partial file behind.
+    """
     src, dest = Path(src), Path(dest)
+    if not src.is_dir():
+        raise ValueError(f"source folder {src} does not exist or is not a folder")
     notebooks = sorted(src.glob("*.ipynb"))
     if not notebooks:
         raise ValueError(f"no notebooks (*.ipynb) in {src}")
+    if _overlaps(src.resolve(), dest.resolve()):
+        raise ValueError(
+            f"destination {dest} is the source folder {src} or overlaps it: the student edition "
+            "would overwrite the notebooks with their solutions; choose another folder"
+        )
+    if dest.exists() and not dest.is_dir():
+        raise ValueError(f"destination {dest} exists and is not a folder")
+    editions = {path.name: _read(path) for path in notebooks}  # all checked before any is written
+    existing = [dest / name for name in editions if (dest / name).exists()]
+    if existing and not force:
+        names = ", ".join(p.name for p in existing)
+        raise ValueError(f"{dest} already holds {names}: use --force to overwrite")
     dest.mkdir(parents=True, exist_ok=True)
     written = []
-    for path in notebooks:
-        out = dest / path.name
-        out.write_text(json.dumps(strip_solutions(json.loads(path.read_text())), indent=1) + "\n")
+    for name, nb in editions.items():
+        out = dest / name
+        fd, tmp = tempfile.mkstemp(dir=dest, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         written.append(out)
     return written
 
@@ -50,10 +101,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m llm_roofline.student",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("src", type=Path, help="folder of chapter notebooks, e.g. notebooks/")
-    parser.add_argument("dest", type=Path, help="folder to write the student edition into")
+    parser.add_argument("dest", type=Path,
+                        help="folder to write the student edition into (not the source folder)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite notebooks of the same name already in DEST (default: refuse)")
     args = parser.parse_args(argv)
     try:
-        written = write_student_edition(args.src, args.dest)
+        written = write_student_edition(args.src, args.dest, force=args.force)
     except ValueError as err:
         parser.error(str(err))
     for path in written:
