@@ -25,12 +25,13 @@ _MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "n_gpus", "act_dtype", "weight_gr
 
 def latency_throughput(ax, model, accelerator, prompt_len: int, output_len: int,
                        batches: Sequence[int], *, label: str | None = None,
-                       annotate: Sequence[int] = (), color=None, **options) -> dict:
+                       annotate: Sequence[int] = (), text_offset: tuple[float, float] = (6, -12),
+                       color=None, **options) -> dict:
     """Per-user TPOT (ms, x) against aggregate decode tokens/s (y), one point per batch.
 
     Batches beyond ``max_batch`` are drawn hollow and a cross marks the last that fits.
-    ``annotate``: batches to label ``B = n``. Returns ``batch``, ``tpot_ms``, ``tok_s``,
-    ``fits`` (arrays) and ``max_batch``.
+    ``annotate``: batches to label ``B = n``, ``text_offset`` points from each. Returns
+    ``batch``, ``tpot_ms``, ``tok_s``, ``fits`` (arrays) and ``max_batch``.
     """
     b = np.asarray(batches, dtype=np.int64)
     e = estimate(model, accelerator, b, prompt_len, output_len, **options)
@@ -48,7 +49,7 @@ def latency_throughput(ax, model, accelerator, prompt_len: int, output_len: int,
     for n in annotate:
         i = int(np.flatnonzero(b == n)[0])
         ax.annotate(f"B = {n}", (tpot_ms[i], tok_s[i]), textcoords="offset points",
-                    xytext=(6, -12), fontsize=9, color=line.get_color())
+                    xytext=text_offset, fontsize=9, color=line.get_color())
     ax.set(xlabel="TPOT each user sees (ms per token)",
            ylabel="aggregate decode throughput (tokens/s)")
     return {"batch": b, "tpot_ms": tpot_ms, "tok_s": tok_s, "fits": fits, "max_batch": fit}
@@ -99,7 +100,8 @@ def chunk_tradeoff(ax, chunks: Sequence[int], results: Sequence, *, color=None) 
         ax.annotate(f"{c:,}", (x, y), textcoords="offset points", xytext=(5, 5), fontsize=9)
     without = results[0].tpot_without_s * 1e3
     ax.axhline(without, color="grey", ls="--")
-    ax.text(ttft.max(), without, "no prefill running", color="grey", fontsize=9,
-            ha="right", va="bottom")
+    ax.text(ttft.min(), without * 0.9, "no prefill running", color="grey", fontsize=9,
+            ha="left", va="top")
+    ax.set_ylim(bottom=0)
     ax.set(xlabel="new request's TTFT (ms)", ylabel="running users' TPOT meanwhile (ms)")
     return {"ttft_ms": ttft, "tpot_ms": tpot, "tpot_without_ms": without}
