@@ -25,13 +25,13 @@ def _ttft_1() -> float:
 def _ttft_2() -> float:
     from .calculator import decode_step
 
-    return decode_step("llama-3-8b", "H100", 64, 4096).time_s * 1e3
+    return decode_step("llama-3-8b", "H100", 48, 6144).time_s * 1e3
 
 
 def _ttft_3() -> float:
     from .sla import best_batch
 
-    return best_batch("llama-3-70b", "H100", 1024, 256, tpot_max_s=0.020, ttft_max_s=1.0,
+    return best_batch("llama-3-70b", "H100", 1024, 256, tpot_max_s=0.015, ttft_max_s=1.0,
                       arrival="joining", n_gpus=4).batch
 
 
