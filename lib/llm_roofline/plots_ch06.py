@@ -20,7 +20,8 @@ from .calculator import estimate, max_batch
 
 __all__ = ["chunk_tradeoff", "client_timeline", "latency_throughput"]
 
-_MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "n_gpus", "act_dtype", "weight_group_size")
+_MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "n_gpus", "act_dtype", "weight_group_size",
+                   "reserve_fraction", "prefill_chunk")
 
 
 def latency_throughput(ax, model, accelerator, prompt_len: int, output_len: int,
