@@ -1,0 +1,108 @@
+"""Figures of the TTFT/TPOT chapter (``notebooks/06_ttft_vs_tpot``): drawing only.
+
+- ``latency_throughput``: per-user TPOT against aggregate tokens/s as the batch grows, with
+  the batches that no longer fit in memory drawn hollow;
+- ``client_timeline``: one request's queue, prefill and streamed tokens under the server's
+  steps;
+- ``chunk_tradeoff``: chunked prefill's newcomer TTFT against the running users' TPOT.
+
+The numbers come from ``calculator``, ``serving`` and ``sla``; each function returns what it
+drew, so tests can compare it with the library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .calculator import estimate, max_batch
+
+__all__ = ["chunk_tradeoff", "client_timeline", "latency_throughput"]
+
+_MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "n_gpus", "act_dtype", "weight_group_size",
+                   "reserve_fraction", "prefill_chunk")
+
+
+def latency_throughput(ax, model, accelerator, prompt_len: int, output_len: int,
+                       batches: Sequence[int], *, label: str | None = None,
+                       annotate: Sequence[int] = (), text_offset: tuple[float, float] = (6, -12),
+                       color=None, **options) -> dict:
+    """Per-user TPOT (ms, x) against aggregate decode tokens/s (y), one point per batch.
+
+    Batches beyond ``max_batch`` are drawn hollow and a cross marks the last that fits.
+    ``annotate``: batches to label ``B = n``, ``text_offset`` points from each. Returns
+    ``batch``, ``tpot_ms``, ``tok_s``, ``fits`` (arrays) and ``max_batch``.
+    """
+    b = np.asarray(batches, dtype=np.int64)
+    e = estimate(model, accelerator, b, prompt_len, output_len, **options)
+    tpot_ms, tok_s = np.atleast_1d(e.tpot_s) * 1e3, np.atleast_1d(e.throughput_tok_s)
+    fit = int(max_batch(model, accelerator, prompt_len, output_len,
+                        **{k: v for k, v in options.items() if k in _MEMORY_OPTIONS}))
+    fits = b <= fit
+    (line,) = ax.plot(tpot_ms[fits], tok_s[fits], marker="o", ms=4, color=color, label=label)
+    ax.plot(tpot_ms[~fits], tok_s[~fits], ls=":", marker="o", ms=4, mfc="white",
+            color=line.get_color())
+    if 1 <= fit and fit < b.max():
+        last = estimate(model, accelerator, fit, prompt_len, output_len, **options)
+        ax.plot(last.tpot_s * 1e3, last.throughput_tok_s, marker="X", ms=11, ls="none",
+                color=line.get_color(), mec="black")
+    for n in annotate:
+        i = int(np.flatnonzero(b == n)[0])
+        ax.annotate(f"B = {n}", (tpot_ms[i], tok_s[i]), textcoords="offset points",
+                    xytext=text_offset, fontsize=9, color=line.get_color())
+    ax.set(xlabel="TPOT each user sees (ms per token)",
+           ylabel="aggregate decode throughput (tokens/s)")
+    return {"batch": b, "tpot_ms": tpot_ms, "tok_s": tok_s, "fits": fits, "max_batch": fit}
+
+
+def client_timeline(ax, *, arrive_s: float, step_s: float, prefill_s: float, tpot_s: float,
+                    n_tokens: int = 6, steps_before: int = 3) -> dict:
+    """Two rows in milliseconds: the server's steps (decode steps of the running users, the
+    mixed step that carries the new prompt, then decode steps with the new user), and the new
+    request (its wait for the step in flight, its prefill, its streamed tokens).
+
+    The request arrives at ``arrive_s`` during one of ``steps_before`` decode steps of
+    ``step_s``; it waits for that step to end, is prefilled in one step of ``prefill_s``,
+    whose end gives its first token, and then receives a token every ``tpot_s``.
+    Returns ``queue_s``, ``ttft_s`` and ``token_s`` (the arrival times of its tokens).
+    """
+    ms = 1e3
+    if not 0 <= arrive_s < steps_before * step_s:
+        raise ValueError(f"arrive_s must fall within the first {steps_before} steps "
+                         f"(0 to {steps_before * step_s:g} s), got {arrive_s!r}")
+    start = (np.floor(arrive_s / step_s) + 1) * step_s  # the next step boundary
+    first = start + prefill_s
+    tokens = first + tpot_s * np.arange(n_tokens)
+    server = [(i * step_s, step_s, "tab:blue") for i in range(int(start / step_s + 0.5))]
+    server.append((start, prefill_s, "tab:orange"))
+    server += [(first + i * tpot_s, tpot_s, "tab:blue") for i in range(n_tokens - 1)]
+    ax.broken_barh([(s * ms, w * ms) for s, w, _ in server], (1.6, 0.8),
+                   facecolors=[c for *_, c in server], edgecolor="white")
+    ax.broken_barh([(arrive_s * ms, (start - arrive_s) * ms), (start * ms, prefill_s * ms)],
+                   (0.2, 0.8), facecolors=["lightgrey", "tab:orange"], edgecolor="white")
+    ax.plot(tokens * ms, np.full(n_tokens, 0.6), "v", color="black", ms=8, ls="none")
+    ax.annotate("", xy=(first * ms, 0.05), xytext=(arrive_s * ms, 0.05),
+                arrowprops=dict(arrowstyle="<->", color="black"))
+    ax.text((arrive_s + first) / 2 * ms, -0.3, "TTFT", ha="center", fontsize=10)
+    ax.set(yticks=[0.6, 2.0], yticklabels=["new request", "server steps"],
+           xlabel="time (ms)", ylim=(-0.6, 2.7))
+    return {"queue_s": start - arrive_s, "ttft_s": first - arrive_s, "token_s": tokens}
+
+
+def chunk_tradeoff(ax, chunks: Sequence[int], results: Sequence, *, color=None) -> dict:
+    """Chunked prefill: the newcomer's TTFT (ms, x) against the running users' TPOT while the
+    chunks run (ms, y), one point per chunk size, labelled; a dashed line at their TPOT with
+    no prefill. ``results``: ``serving.chunked_prefill`` results, one per chunk size."""
+    ttft = np.array([r.ttft_s for r in results]) * 1e3
+    tpot = np.array([r.tpot_during_s for r in results]) * 1e3
+    ax.plot(ttft, tpot, marker="o", color=color)
+    for c, x, y in zip(chunks, ttft, tpot, strict=True):
+        ax.annotate(f"{c:,}", (x, y), textcoords="offset points", xytext=(5, 5), fontsize=9)
+    without = results[0].tpot_without_s * 1e3
+    ax.axhline(without, color="grey", ls="--")
+    ax.text(ttft.min(), without * 0.9, "no prefill running", color="grey", fontsize=9,
+            ha="left", va="top")
+    ax.set_ylim(bottom=0)
+    ax.set(xlabel="new request's TTFT (ms)", ylabel="running users' TPOT meanwhile (ms)")
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "tpot_without_ms": without}
