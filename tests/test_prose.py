@@ -119,6 +119,14 @@ def _shown_before(cells: list[Cell], index: int) -> str:
 COINCIDENCES = {
     ("roofline-4", "3.9"): "the article's bandwidth growth across generations, '1.6x to 3.9x', quoted in "
                          "section 2, is not the INT4 speed-up (3.88) the exercise asks for",
+    ("phases-1", "16"): "the '16-token prompt' of the causality demo is a length, not the intensity "
+                        "(15.96 FLOP/byte) the exercise asks for",
+    ("kv-3", "14"): "the batch of 14 in the previous exercise's solution is a batch size, not the "
+                    "intensity of an 8-bit cache (14 FLOPs/byte)",
+    ("calculator-4", "13"): "'about 13 times a single token's share' in the experts exercise's solution "
+                            "is a ratio of expert counts, not the TPOT (13.2 ms) the exercise asks for",
+    ("ttft-2", "16"): "a batch of 16 in the speculative-decoding table, not the TTFT (16.0 ms) the "
+                      "exercise asks for",
 }
 
 
