@@ -1,4 +1,4 @@
-"""The live calculator page (book/calculator.md) in headless Chromium: its controls driven for 240
+"""The live calculator page (book/calculator.md) in headless Chromium: its controls driven for 300
 seeded random settings over every built-in model, accelerator and precision, its raw and displayed
 numbers equal to ``llm_roofline.estimate``'s, the library's own error where the library refuses,
 a link that restores the settings, file:// with no network, labels and the keyboard."""
@@ -18,7 +18,7 @@ from test_webcalc import compare, library, random_settings
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 URL = "/book/calculator.html"
-SETTINGS = 240
+SETTINGS = 300
 DRIVEN_BY_PLAYWRIGHT = 24  # these through select_option/fill, the rest by setting values + input events
 CONTROLS = ("model", "gpu", "n", "weight", "kv", "compute", "batch", "prompt", "output", "mbu", "mfu")
 
@@ -101,6 +101,7 @@ def test_page_equals_the_library(page, site):  # noqa: F811
             assert not error.is_visible()
             _check_display(page.evaluate(DISPLAYED_JS), setting)
     assert refused >= 10, "the refused combinations were exercised"
+    assert len(settings) - refused >= 200, "at least 200 settings with numbers"
     assert not [e for e in page.errors if e not in KNOWN_UPSTREAM_ERRORS]
     times.sort()
     print(json.dumps({"settings": len(settings), "refused": refused,
@@ -170,5 +171,7 @@ def test_page_weight_and_screenshots(page, site):  # noqa: F811
         overflow = page.evaluate("() => document.querySelector('#llm-calc').scrollWidth - "
                                  "document.querySelector('#llm-calc').clientWidth")
         assert overflow <= 1, f"the calculator is wider than the page at {width} px"
+        table = page.locator("#llm-calc .lc-table-wrap")
+        assert table.evaluate("e => e.scrollWidth - e.clientWidth") <= 1, f"the table scrolls at {width} px"
         page.screenshot(path=str(SCREENSHOTS / f"calculator-{width}.png"), full_page=True)
     print(json.dumps({"bytes": sizes, "total_bytes": sum(sizes.values())}))

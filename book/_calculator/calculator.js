@@ -479,7 +479,7 @@
     s.append(svg("path", {d: path(points), class: "lc-line lc-dashed"}));
     const fit = points.filter((q) => q.b <= limit);
     if (fit.length > 1) s.append(svg("path", {d: path(fit), class: "lc-line"}));
-    s.append(svg("circle", {cx: X(batch), cy: Y(current), r: 4, class: "lc-dot"}));
+    if (batch <= xmax) s.append(svg("circle", {cx: X(batch), cy: Y(current), r: 4, class: "lc-dot"}));
     return s;
   }
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import shutil
 from pathlib import Path
 
 import sympy as sp
@@ -266,11 +267,26 @@ def write(folder: str | Path) -> Path:
 
 
 # --- the Sphinx extension --------------------------------------------------------------------
+def _sources(app) -> list[Path]:
+    return [Path(app.outdir).parent / "webcalc" / DATA_FILE,
+            *(Path(app.confdir) / "book" / "_calculator" / name for name in ASSETS)]
+
+
 def _on_config(app, config) -> None:
-    generated = Path(app.outdir).parent / "webcalc"
-    write(generated)
-    config.html_static_path = [*config.html_static_path, str(generated),
-                               str(Path(app.confdir) / "book" / "_calculator")]
+    data_js, *assets = _sources(app)
+    write(data_js.parent)
+    config.html_static_path = [*config.html_static_path, str(data_js.parent), str(assets[0].parent)]
+
+
+def _on_builder(app) -> None:
+    """Copy the files now: Sphinx copies static files only when some page is rebuilt, and the
+    data or the scripts may change when no page does."""
+    if getattr(app.builder, "format", "") != "html":
+        return
+    static = Path(app.outdir) / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    for source in _sources(app):
+        shutil.copyfile(source, static / source.name)
 
 
 def _on_page(app, pagename, templatename, context, doctree) -> None:
@@ -283,5 +299,6 @@ def _on_page(app, pagename, templatename, context, doctree) -> None:
 def setup(app) -> dict:
     """Sphinx entry point: write the data at the start of the build, load it on :data:`PAGE`."""
     app.connect("config-inited", _on_config)
+    app.connect("builder-inited", _on_builder)
     app.connect("html-page-context", _on_page)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
