@@ -132,7 +132,7 @@ def test_sphinx_hook_loads_the_files_on_the_calculator_page_only():
                                 add_js_file=lambda f, **k: added.append((f, k)))
     webcalc._on_page(app, "book/index", "page.html", {}, None)
     assert added == []
-    webcalc._on_page(app, webcalc.PAGE, "page.html", {}, None)
+    webcalc._on_page(app, "book/calculator", "page.html", {}, None)
     assert added == ["calculator.css", ("calculator-data.js", {"defer": "defer"}),
                      ("calculator.js", {"defer": "defer"})]
 

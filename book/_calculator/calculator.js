@@ -128,7 +128,7 @@
 
   /* llm_roofline.estimate for one setting: state = {model, gpu (names), weight, kv, compute
    * ("auto" or a dtype), n, batch, prompt, output, mbu, mfu (strings or numbers)}. Returns the
-   * raw numbers (without the per-kernel rows if summary); throws CalcError with the library's message where the library raises. */
+   * raw numbers (only batch, TPOT and throughput if summary); throws CalcError with the library's message where the library raises. */
   function estimate(state, summary) {
     const m = D.models[state.model], chip = D.accelerators[state.gpu];
     if (!m || !chip) throw new CalcError("unknown model or accelerator");
@@ -158,8 +158,15 @@
     const allreduce = (tokens) => n === 1 ? 0 : 2 * m.nLayers *
       (chipTp.allreduce[0] * (tokens * m.hidden * D.sizes.act) + chipTp.allreduce[1]);
 
-    const mem = memory(m, modelTp, n, chip, sizes, b, p, o);
+    const steps = Math.max(o - 1, 1);
+    const means = decodeMeans(m, modelTp, sizes, decodeFn, b, p, steps, peak, bw);
+    const decodeAr = allreduce(b);
+    let tpot = 0, flops = 0, moved = 0;
+    for (const [f, mv, t] of means.values()) { tpot += t; flops += f; moved += mv; }
+    tpot += decodeAr;
+    if (summary) return {batch: b, tpot_s: tpot, throughput_tok_s: b / tpot};  // for the chart
 
+    const mem = memory(m, modelTp, n, chip, sizes, b, p, o);
     const prefill = kernels(m, modelTp, sizes, prefillFn, b, p, 0, b);
     const prefillTimes = new Map([...prefill].map(([k, [f, mv]]) =>
       [k, Math.max(f / peak, mv / bw)]));
@@ -168,12 +175,6 @@
     for (const t of prefillTimes.values()) ttft += t;
     ttft = ttft + prefillAr + D.defaults.queue_s;
 
-    const steps = Math.max(o - 1, 1);
-    const means = decodeMeans(m, modelTp, sizes, decodeFn, b, p, steps, peak, bw);
-    const decodeAr = allreduce(b);
-    let tpot = 0, flops = 0, moved = 0;
-    for (const [f, mv, t] of means.values()) { tpot += t; flops += f; moved += mv; }
-    tpot += decodeAr;
     const decode = new Map([...means].map(([k, [f, mv]]) => [k, [f, mv]]));
     const decodeTimes = new Map([...means].map(([k, v]) => [k, v[2]]));
     return {
@@ -185,7 +186,7 @@
       decode_bytes: moved, decode_flops: flops, allreduce_s: decodeAr,
       bandwidth_utilisation: moved / tpot / chip.bandwidth,
       e2e_s: ttft + (o - 1) * tpot,
-      breakdown: summary ? null : {
+      breakdown: {
         prefill: phaseRows(prefill, prefillTimes, peak, bw, prefillAr + D.defaults.queue_s,
           modelTp.allreduceBytesPerToken * (b * p), n),
         decode: phaseRows(decode, decodeTimes, peak, bw, decodeAr,
@@ -294,7 +295,7 @@
   const card = (title, key, note) => el("div", {class: "lc-card"},
     el("span", {class: "lc-card-title"}, title), out(key, "lc-big"),
     el("span", {class: "lc-note"}, note));
-  const cards = el("div", {class: "lc-cards"},
+  const cards = el("div", {class: "lc-cards", "aria-live": "polite"},
     card("TTFT", "ttft_s", "prefill of the whole batch"),
     card("TPOT", "tpot_s", "each user, mean decode step"),
     card("Throughput", "throughput_tok_s", "tokens/s, all users"),
@@ -322,7 +323,7 @@
     "aria-label": "Per-kernel breakdown"}, table);
   const link = el("a", {class: "lc-link", href: "#"}, "Link to these settings");
   const precision = el("p", {class: "lc-precision"});
-  const results = el("div", {class: "lc-results", "aria-live": "polite"},
+  const results = el("div", {class: "lc-results"},
     cards, precision, el("h3", {}, "Memory per GPU"), memBox, el("h3", {}, "Against the batch"),
     chartBox, el("p", {class: "lc-chart-note"}, "Solid: the batches that fit in memory; dashed " +
       "and shaded: beyond the memory limit; the dot: this batch."), el("h3", {}, "Per kernel"),

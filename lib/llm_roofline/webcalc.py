@@ -48,10 +48,11 @@ from .dtypes import list_dtypes
 from .hardware import get_accelerator, list_accelerators
 from .models import get_model, list_models
 
-__all__ = ["PAGE", "data", "gpu_counts", "javascript", "model_passes", "write"]
+__all__ = ["PAGES", "data", "gpu_counts", "javascript", "model_passes", "write"]
 
-PAGE = "book/calculator"
-"""The page (Sphinx docname) that loads the calculator's files."""
+PAGES = ("book/calculator",)
+"""The pages (Sphinx docnames) that load the calculator's files; each holds one
+``<div id="llm-calc" class="llm-calc"></div>`` where the calculator appears."""
 
 DATA_FILE = "calculator-data.js"
 ASSETS = ("calculator.css", "calculator.js")  # in book/_calculator, beside the page
@@ -290,14 +291,14 @@ def _on_builder(app) -> None:
 
 
 def _on_page(app, pagename, templatename, context, doctree) -> None:
-    if pagename == PAGE:
+    if pagename in PAGES:
         app.add_css_file(ASSETS[0])
         for name in (DATA_FILE, ASSETS[1]):
             app.add_js_file(name, defer="defer")
 
 
 def setup(app) -> dict:
-    """Sphinx entry point: write the data at the start of the build, load it on :data:`PAGE`."""
+    """Sphinx entry point: write the data at the start of the build, load it on :data:`PAGES`."""
     app.connect("config-inited", _on_config)
     app.connect("builder-inited", _on_builder)
     app.connect("html-page-context", _on_page)
