@@ -458,8 +458,9 @@
       const x0 = X(Math.max(limit, 1));
       s.append(svg("rect", {x: x0, y: T, width: W - R - x0, height: H - T - B, class: "lc-nofit"}));
       s.append(svg("line", {x1: x0, x2: x0, y1: T, y2: H - B, class: "lc-limit"}));
-      s.append(svg("text", {x: Math.min(x0 + 4, W - R - 4), y: T + 12, class: "lc-limit-label",
-        "text-anchor": x0 > W - 90 ? "end" : "start"},
+      const left = x0 > W - 110;  // the label on the side of the line with room for it
+      s.append(svg("text", {x: left ? x0 - 4 : x0 + 4, y: T + 12, class: "lc-limit-label",
+        "text-anchor": left ? "end" : "start"},
       limit ? `memory limit ${limit.toLocaleString("en-US")}` : "nothing fits"));
     }
     for (let i = 0; i <= 4; i++) {
