@@ -1,0 +1,496 @@
+/* The live calculator of book/calculator.md: llm_roofline.estimate, in the browser.
+ *
+ * Every count comes from calculator-data.js, which `make book` generates with
+ * llm_roofline.webcalc: per built-in model, each operation's (FLOPs, weight elements, KV-cache
+ * elements) of a forward pass as JavaScript functions of (B, n_new, n_past), printed by SymPy
+ * from formulas.py; per tensor-parallel degree each op's share; per accelerator its peaks,
+ * bandwidth, memory and all-reduce time; element sizes; the library's error messages.
+ *
+ * Written here by hand, and only this (the part of llm_roofline.calculator that assembles):
+ *   1. kernels(): an op's per-GPU FLOPs and bytes are its counts times its share, weights at
+ *      the body's or the 16-bit head's size, the cache at the KV size; ops of one fused kernel
+ *      (ATTENTION_KERNEL: kv_read, attn_scores, softmax, attn_values) are summed (Setup.pass_costs).
+ *   2. A kernel's time is max(FLOPs / (peak * MFU), bytes / (bandwidth * MBU)); a phase's time is
+ *      the sum over its kernels plus two all-reduces per layer (Setup.roofline_s, allreduce_s).
+ *   3. TPOT is the exact mean over the output_len - 1 decode steps (contexts prompt_len + 1 ...):
+ *      between the exported breaks every kernel's FLOPs and bytes are affine in the context, so
+ *      the mean of its max over each segment has a closed form (meanOfMax, the library's
+ *      _mean_of_max); the segments' means are weighted by their steps. This equals the library's
+ *      step-by-step sum, which it uses when a sliding window fills mid-way.
+ *   4. Memory per GPU: weights + KV cache at the final context + activations (one prefill chunk
+ *      of one layer and the last fp32 logits) against capacity less the reserve (_memory).
+ *   5. Checks in the library's order, each answered with the library's own message.
+ * tests/test_calculator_page.py compares every number with estimate() for random settings.
+ */
+(function (root) {
+  "use strict";
+  const D = root.LLM_CALC_DATA;
+
+  // ---------------------------------------------------------------- the arithmetic (pure)
+  class CalcError extends Error {}
+
+  function kernels(m, tp, sizes, fn, B, nNew, nPast, logitsTokens) {
+    const rows = fn(B, nNew, nPast);
+    if (logitsTokens !== undefined) {  // the LM head runs on each sequence's last position only
+      rows[m.ops.indexOf("lm_head")] = fn(logitsTokens, 1, 0)[m.ops.indexOf("lm_head")];
+    }
+    const out = new Map();
+    rows.forEach(([f, w, kv], i) => {
+      const share = tp.shares[i];
+      const part = [f * share, w * (m.head[i] ? sizes.head : sizes.weight) * share,
+        kv * sizes.kv * share];
+      const k = m.kernels[i], acc = out.get(k);
+      out.set(k, acc ? acc.map((a, j) => a + part[j]) : part);
+    });
+    return new Map([...out].map(([k, [f, w, kv]]) => [k, [f, w + kv]]));
+  }
+
+  function meanOfMax(m0, m1, c0, c1, n) {  // calculator._mean_of_max, for scalars
+    const g0 = c0 - m0;
+    const slope = ((c1 - m1) - g0) / Math.max(n - 1, 1);
+    const crossing = slope !== 0 ? -g0 / slope : 0;
+    const clip = (x) => Math.min(Math.max(x, 0), n);
+    const prefix = clip(Math.ceil(crossing)), start = clip(Math.floor(crossing) + 1);
+    const count = slope < 0 ? (g0 > 0 ? prefix : 0) : slope > 0 ? n - start : (g0 > 0 ? n : 0);
+    const first = slope > 0 ? g0 + slope * start : g0;
+    const excess = count * first + slope * count * (count - 1) / 2;
+    return (n > 1 ? (m0 + m1) / 2 : m0) + excess / n;
+  }
+
+  function decodeMeans(m, tp, sizes, fn, b, p, steps, peak, bw) {
+    // segments [a, z] of cached lengths p .. p + steps - 1, cut after each break
+    const last = p + steps - 1, cuts = m.breaks.filter((x) => x >= p && x < last);
+    const ends = [...cuts, last], sums = new Map();
+    let a = p;
+    for (const z of ends) {
+      const n = z - a + 1, k0 = kernels(m, tp, sizes, fn, b, 1, a),
+        k1 = kernels(m, tp, sizes, fn, b, 1, z);
+      for (const [k, [f0, m0]] of k0) {
+        const [f1, m1] = k1.get(k);
+        const t = meanOfMax(m0 / bw, m1 / bw, f0 / peak, f1 / peak, n);
+        const acc = sums.get(k) || [0, 0, 0];
+        sums.set(k, [acc[0] + n * (f0 + f1) / 2, acc[1] + n * (m0 + m1) / 2, acc[2] + n * t]);
+      }
+      a = z + 1;
+    }
+    return new Map([...sums].map(([k, v]) => [k, v.map((x) => x / steps)]));
+  }
+
+  function pyRepr(raw, x) {  // how Python's repr names the bad value the library was given
+    if (/^\s*[-+]?\d+\s*$/.test(raw)) return String(BigInt(raw.trim()));
+    if (Number.isFinite(x)) return Number.isInteger(x) ? x.toFixed(1) : String(x);
+    return "'" + raw + "'";
+  }
+
+  function count(field, raw) {  // validate.integers: a whole number from 1 to 2**40
+    const x = Number(String(raw).trim() === "" ? NaN : raw);
+    if (!(Number.isFinite(x) && Number.isInteger(x) && x >= 1 && x <= 2 ** 40)) {
+      throw new CalcError(D.messages[field].replace("{}", pyRepr(String(raw), x)));
+    }
+    return x;
+  }
+
+  function fraction(field, raw) {  // validate.fraction: from 0.001 to 1
+    const x = Number(String(raw).trim() === "" ? NaN : raw);
+    if (!(Number.isFinite(x) && x >= 1e-3 && x <= 1)) {
+      const shown = Number.isFinite(x) ? (Number.isInteger(x) ? x.toFixed(1) : String(x))
+        : "'" + raw + "'";
+      throw new CalcError(D.messages[field].replace("{}", shown));
+    }
+    return x;
+  }
+
+  function phaseRows(costs, times, peak, bw, extra, arBytes, n) {  // calculator._rows
+    let total = 0;
+    for (const t of times.values()) total += t;
+    total += extra;
+    const rows = [];
+    for (const [k, [f, mv]] of costs) {
+      if (!(f > 0 || mv > 0)) continue;
+      const t = times.get(k);
+      rows.push({op: k, flops: f, bytes: mv, intensity: mv > 0 ? f / mv : null, time_s: t,
+        bound: f / peak >= mv / bw ? "compute" : "memory", share: t / total});
+    }
+    if (n > 1) {
+      rows.push({op: "allreduce", flops: 0, bytes: arBytes, intensity: null, time_s: extra,
+        bound: "interconnect", share: extra / total});
+    }
+    return rows;
+  }
+
+  function bound(costs, times, peak, bw) {  // calculator._step_bound
+    let compute = 0, memory = 0;
+    for (const [k, [f, mv]] of costs) {
+      if (f / peak >= mv / bw) compute += times.get(k); else memory += times.get(k);
+    }
+    return compute >= memory ? "compute" : "memory";
+  }
+
+  /* llm_roofline.estimate for one setting: state = {model, gpu (names), weight, kv, compute
+   * ("auto" or a dtype), n, batch, prompt, output, mbu, mfu (strings or numbers)}. Returns the
+   * raw numbers (only batch, TPOT and throughput if summary); throws CalcError with the library's message where the library raises. */
+  function estimate(state, summary) {
+    const m = D.models[state.model], chip = D.accelerators[state.gpu];
+    if (!m || !chip) throw new CalcError("unknown model or accelerator");
+    const n = Number(state.n), chipTp = chip.tp[n], modelTp = m.tp[n];
+    if (!chipTp || !modelTp) throw new CalcError("n_gpus must be one of " + D.gpuCounts.join(", "));
+    if (chipTp.error) throw new CalcError(chipTp.error);
+    let computeDtype, chipPeak;
+    if (state.compute === "auto") {
+      [computeDtype, chipPeak] = chip.auto[state.weight];
+    } else {
+      chipPeak = chip.compute[state.compute];
+      if (typeof chipPeak === "string") throw new CalcError(chipPeak);
+      computeDtype = state.compute;
+    }
+    const mbu = fraction("mbu", state.mbu), mfu = fraction("mfu", state.mfu);
+    if (modelTp.error) throw new CalcError(modelTp.error);
+    const b = count("batch", state.batch), p = count("prompt_len", state.prompt),
+      o = count("output_len", state.output);
+    if (p + o > m.maxContext) {
+      throw new CalcError(m.contextError.replace("{}", (p + o).toLocaleString("en-US")));
+    }
+    const sizes = {weight: D.sizes.weight[state.weight], head: D.sizes.head[state.weight],
+      kv: D.sizes.kv[state.kv]};
+    const peak = chipPeak * mfu, bw = chip.bandwidth * mbu;
+    const passes = D.passes[state.model], prefillFn = passes.prefill,
+      decodeFn = passes.decode || passes.prefill;
+    const allreduce = (tokens) => n === 1 ? 0 : 2 * m.nLayers *
+      (chipTp.allreduce[0] * (tokens * m.hidden * D.sizes.act) + chipTp.allreduce[1]);
+
+    const steps = Math.max(o - 1, 1);
+    const means = decodeMeans(m, modelTp, sizes, decodeFn, b, p, steps, peak, bw);
+    const decodeAr = allreduce(b);
+    let tpot = 0, flops = 0, moved = 0;
+    for (const [f, mv, t] of means.values()) { tpot += t; flops += f; moved += mv; }
+    tpot += decodeAr;
+    if (summary) return {batch: b, tpot_s: tpot, throughput_tok_s: b / tpot};  // for the chart
+
+    const mem = memory(m, modelTp, n, chip, sizes, b, p, o);
+    const prefill = kernels(m, modelTp, sizes, prefillFn, b, p, 0, b);
+    const prefillTimes = new Map([...prefill].map(([k, [f, mv]]) =>
+      [k, Math.max(f / peak, mv / bw)]));
+    const prefillAr = allreduce(b * p);
+    let ttft = 0;
+    for (const t of prefillTimes.values()) ttft += t;
+    ttft = ttft + prefillAr + D.defaults.queue_s;
+
+    const decode = new Map([...means].map(([k, [f, mv]]) => [k, [f, mv]]));
+    const decodeTimes = new Map([...means].map(([k, v]) => [k, v[2]]));
+    return {
+      model: state.model, accelerator: chip.name, batch: b, prompt_len: p, output_len: o,
+      weight_dtype: state.weight, kv_dtype: state.kv, compute_dtype: computeDtype, n_gpus: n,
+      nodes: chipTp.nodes, mbu, mfu, memory: mem, fits: mem.free >= 0, ttft_s: ttft,
+      prefill_bound: bound(prefill, prefillTimes, peak, bw), tpot_s: tpot,
+      decode_bound: bound(decode, decodeTimes, peak, bw), throughput_tok_s: b / tpot,
+      decode_bytes: moved, decode_flops: flops, allreduce_s: decodeAr,
+      bandwidth_utilisation: moved / tpot / chip.bandwidth,
+      e2e_s: ttft + (o - 1) * tpot,
+      breakdown: {
+        prefill: phaseRows(prefill, prefillTimes, peak, bw, prefillAr + D.defaults.queue_s,
+          modelTp.allreduceBytesPerToken * (b * p), n),
+        decode: phaseRows(decode, decodeTimes, peak, bw, decodeAr,
+          modelTp.allreduceBytesPerToken * b, n),
+      },
+    };
+  }
+
+  function memory(m, tp, n, chip, sizes, b, p, o) {  // calculator._memory
+    let weights = 0;
+    m.params.forEach((x, i) => { weights += x * tp.shares[i] * (m.head[i] ? sizes.head : sizes.weight); });
+    const kvCache = b * D.passes[m.name].kvCache(p + o) * tp.kvShare * sizes.kv;
+    const tokens = Math.min(b * p, D.defaults.prefill_chunk);
+    const activations = tokens * tp.actPerToken * D.sizes.act
+      + b * m.vocab / n * 4;  // the last position's fp32 logits
+    const capacity = chip.memoryBytes, reserve = D.defaults.reserve_fraction * capacity;
+    const used = weights + kvCache + activations;
+    return {weights, kv_cache: kvCache, activations, reserve, capacity, used,
+      usable: capacity - reserve, free: (capacity - reserve) - used};
+  }
+
+  function maxBatch(state) {  // calculator.max_batch: the largest batch that fits, by bisection
+    const probe = (b) => estimateMemory({...state, batch: b}).free >= 0;
+    let lo = 0, hi = 2 ** 40;
+    if (probe(hi)) return hi;
+    while (hi - lo > 1) { const mid = Math.floor((lo + hi) / 2); if (probe(mid)) lo = mid; else hi = mid; }
+    return lo;
+  }
+
+  function estimateMemory(state) {
+    const m = D.models[state.model], chip = D.accelerators[state.gpu], n = Number(state.n);
+    const sizes = {weight: D.sizes.weight[state.weight], head: D.sizes.head[state.weight],
+      kv: D.sizes.kv[state.kv]};
+    return memory(m, m.tp[n], n, chip, sizes, Number(state.batch), Number(state.prompt),
+      Number(state.output));
+  }
+
+  const api = {estimate, maxBatch, meanOfMax, CalcError, data: D};
+  if (typeof module !== "undefined" && module.exports) { module.exports = api; return; }
+  root.llmCalc = api;
+
+  // ---------------------------------------------------------------- the page
+  const container = root.document && root.document.getElementById("llm-calc");
+  if (!container) return;
+  const doc = root.document;
+  const slug = (name) => name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "");
+  const chipBySlug = Object.fromEntries(Object.keys(D.accelerators).map((c) => [slug(c), c]));
+
+  // number formats; tests/test_calculator_page.py reads them back to their printed digits
+  const sig = (x) => x === 0 ? "0" : Math.abs(x) >= 1000 ? Math.round(x).toLocaleString("en-US")
+    : x.toPrecision(4);
+  const time = (s) => s >= 1 ? sig(s) + " s" : s >= 1e-3 ? sig(s * 1e3) + " ms" : sig(s * 1e6) + " µs";
+  const gib = (x) => (x / 2 ** 30).toFixed(2) + " GiB";
+  const pct = (x) => (100 * x).toFixed(1) + " %";
+
+  const FIELDS = [  // [key, URL key, label, kind, options or attributes, default]
+    ["model", "model", "Model", "select", Object.keys(D.models), "llama-3-70b"],
+    ["gpu", "gpu", "Accelerator", "select", Object.keys(D.accelerators), "NVIDIA H100 SXM"],
+    ["n", "n", "GPUs (tensor-parallel)", "select", D.gpuCounts.map(String), "2"],
+    ["weight", "w", "Weights", "select", D.dtypes, "fp8_e4m3"],
+    ["kv", "kv", "KV cache", "select", D.dtypes, "bf16"],
+    ["compute", "c", "Tensor math", "select", ["auto", ...D.dtypes], "auto"],
+    ["batch", "b", "Batch (users)", "number", {min: 1, step: 1}, "32"],
+    ["prompt", "p", "Prompt tokens", "number", {min: 1, step: 1}, "2048"],
+    ["output", "o", "Output tokens", "number", {min: 1, step: 1}, "256"],
+    ["mbu", "mbu", "MBU (share of peak bytes/s)", "number", {min: 0.001, max: 1, step: 0.01}, "1"],
+    ["mfu", "mfu", "MFU (share of peak FLOP/s)", "number", {min: 0.001, max: 1, step: 0.01}, "1"],
+  ];
+  const GROUPS = [["Model and hardware", ["model", "gpu", "n"]],
+    ["Precision", ["weight", "kv", "compute"]], ["Workload", ["batch", "prompt", "output"]],
+    ["Efficiency", ["mbu", "mfu"]]];
+
+  function el(tag, attrs, ...children) {
+    const e = doc.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    for (const c of children) e.append(c);
+    return e;
+  }
+
+  const inputs = {};
+  const form = el("form", {class: "lc-controls", "aria-label": "Calculator settings"});
+  form.addEventListener("submit", (ev) => ev.preventDefault());
+  for (const [legend, keys] of GROUPS) {
+    const fs = el("fieldset", {}, el("legend", {}, legend));
+    for (const key of keys) {
+      const [, , label, kind, opts] = FIELDS.find((f) => f[0] === key);
+      const id = "lc-" + key;
+      let input;
+      if (kind === "select") {
+        input = el("select", {id, name: key});
+        for (const o of opts) {
+          const text = key === "compute" && o === "auto" ? "auto (weights)" : o;
+          input.append(el("option", {value: o}, text));
+        }
+      } else {
+        input = el("input", {id, name: key, type: "number", inputmode: "decimal", ...opts});
+      }
+      inputs[key] = input;
+      fs.append(el("div", {class: "lc-field"}, el("label", {for: id}, label), input));
+    }
+    form.append(fs);
+  }
+
+  const out = (key, cls) => el("output", {"data-key": key, class: cls || ""});
+  const error = el("p", {class: "lc-error", role: "alert", hidden: ""});
+  const card = (title, key, note) => el("div", {class: "lc-card"},
+    el("span", {class: "lc-card-title"}, title), out(key, "lc-big"),
+    el("span", {class: "lc-note"}, note));
+  const cards = el("div", {class: "lc-cards", "aria-live": "polite"},
+    card("TTFT", "ttft_s", "prefill of the whole batch"),
+    card("TPOT", "tpot_s", "each user, mean decode step"),
+    card("Throughput", "throughput_tok_s", "tokens/s, all users"),
+    card("Decode is", "decode_bound", ""),
+    card("One request", "e2e_s", "TTFT + (output − 1) × TPOT"));
+  cards.querySelectorAll(".lc-note")[3].append(out("bandwidth_utilisation"),
+    " of peak bandwidth");
+
+  const memRows = [["weights", "Weights"], ["kv_cache", "KV cache"], ["activations", "Activations"],
+    ["reserve", "Runtime reserve"], ["free", "Free"], ["capacity", "Capacity"]];
+  const memTable = el("table", {class: "lc-mem"}, el("caption", {}, "GiB = 2³⁰ bytes"));
+  for (const [key, label] of memRows) {
+    memTable.append(el("tr", {}, el("th", {scope: "row"},
+      el("span", {class: "lc-swatch lc-" + key}), label), el("td", {}, out("memory." + key))));
+  }
+  const bar = el("div", {class: "lc-bar", role: "img"});
+  const verdict = el("p", {class: "lc-verdict"}, out("fits"));
+  const memBox = el("div", {class: "lc-memory"}, verdict, bar, memTable);
+
+  const chartBox = el("div", {class: "lc-charts"});
+  const phase = el("select", {id: "lc-phase"}, el("option", {value: "decode"}, "one decode step (mean)"),
+    el("option", {value: "prefill"}, "the prefill (whole batch)"));
+  const table = el("table", {class: "lc-breakdown"});
+  const tableWrap = el("div", {class: "lc-table-wrap", tabindex: "0", role: "region",
+    "aria-label": "Per-kernel breakdown"}, table);
+  const link = el("a", {class: "lc-link", href: "#"}, "Link to these settings");
+  const precision = el("p", {class: "lc-precision"});
+  const results = el("div", {class: "lc-results"},
+    cards, precision, el("h3", {}, "Memory per GPU"), memBox, el("h3", {}, "Against the batch"),
+    chartBox, el("p", {class: "lc-chart-note"}, "Solid: the batches that fit in memory; dashed " +
+      "and shaded: beyond the memory limit; the dot: this batch."), el("h3", {}, "Per kernel"),
+    el("div", {class: "lc-field lc-inline"}, el("label", {for: "lc-phase"}, "Phase"), phase),
+    tableWrap);
+  container.replaceChildren(form, el("p", {}, link), error, results);
+
+  function readState() {
+    return Object.fromEntries(Object.keys(inputs).map((k) => [k, inputs[k].value]));
+  }
+
+  function restore() {
+    const q = new URLSearchParams(root.location.hash.replace(/^#/, ""));
+    for (const [key, urlKey, , kind, opts, dflt] of FIELDS) {
+      let v = q.has(urlKey) ? q.get(urlKey) : dflt;
+      if (key === "gpu") v = chipBySlug[v] || v;
+      if (kind === "select" && !opts.includes(v)) v = dflt;
+      inputs[key].value = v;
+    }
+  }
+
+  function hash(state) {
+    const q = new URLSearchParams();
+    for (const [key, urlKey] of FIELDS) q.set(urlKey, key === "gpu" ? slug(state.gpu) : state[key]);
+    return "#" + q.toString();
+  }
+
+  let last = null;
+  function update() {
+    const t0 = root.performance.now();
+    const state = readState();
+    try {
+      last = estimate(state);
+      last.max_batch = maxBatch(state);
+      show(last, state);
+      error.hidden = true;
+      results.hidden = false;
+    } catch (err) {
+      if (!(err instanceof CalcError)) throw err;
+      last = {error: err.message};
+      error.textContent = err.message;
+      error.hidden = false;
+      results.hidden = true;
+    }
+    const h = hash(state);
+    link.href = h;
+    try { root.history.replaceState(null, "", h); } catch (e) { /* file:// in some browsers */ }
+    api.lastUpdateMs = root.performance.now() - t0;
+  }
+
+  function put(key, text) { container.querySelector(`[data-key="${key}"]`).textContent = text; }
+
+  function show(e, state) {
+    put("ttft_s", time(e.ttft_s));
+    put("tpot_s", time(e.tpot_s));
+    put("throughput_tok_s", sig(e.throughput_tok_s));
+    put("decode_bound", e.decode_bound + "-bound");
+    put("bandwidth_utilisation", pct(e.bandwidth_utilisation));
+    put("e2e_s", time(e.e2e_s));
+    precision.textContent = `Math at the ${e.compute_dtype} peak; ` +
+      `${e.n_gpus} GPU${e.n_gpus > 1 ? "s" : ""} in ${e.nodes} node${e.nodes > 1 ? "s" : ""}; ` +
+      `the prefill is ${e.prefill_bound}-bound.`;
+    const mem = e.memory;
+    for (const [key] of memRows) put("memory." + key, gib(mem[key]));
+    const users = e.max_batch === 1 ? "1 user fits" : `up to ${e.max_batch.toLocaleString("en-US")} users fit`;
+    put("fits", e.fits ? `Fits: ${users} with these lengths.`
+      : `Does not fit: ${gib(mem.used + mem.reserve)} needed of ${gib(mem.capacity)}; ` +
+        (e.max_batch ? users + "." : "not even one user fits."));
+    verdict.className = "lc-verdict " + (e.fits ? "lc-ok" : "lc-bad");
+    const total = Math.max(mem.capacity, mem.used + mem.reserve);
+    bar.replaceChildren(...["weights", "kv_cache", "activations", "reserve"].map((k) =>
+      el("span", {class: "lc-" + k, style: `width:${(100 * mem[k] / total).toFixed(3)}%`})));
+    if (!e.fits) bar.append(el("span", {class: "lc-over",
+      style: `left:${(100 * mem.capacity / total).toFixed(3)}%`}));
+    bar.setAttribute("aria-label", `Memory per GPU: ${gib(mem.used + mem.reserve)} of ${gib(mem.capacity)}`);
+    charts(e, state);
+    breakdown(e);
+  }
+
+  function breakdown(e) {
+    const rows = e.breakdown[phase.value];
+    const head = el("tr", {}, ...["kernel", "GFLOP", "MB", "FLOP/B", "time", "bound", "share"]
+      .map((h) => el("th", {scope: "col"}, h)));
+    const body = rows.map((r) => el("tr", {}, el("th", {scope: "row"}, r.op),
+      el("td", {}, sig(r.flops / 1e9)), el("td", {}, sig(r.bytes / 1e6)),
+      el("td", {}, r.intensity === null ? "–" : sig(r.intensity)), el("td", {}, time(r.time_s)),
+      el("td", {class: "lc-b-" + r.bound}, r.bound), el("td", {}, pct(r.share))));
+    table.replaceChildren(el("caption", {}, "Per kernel, per GPU: " + phase.selectedOptions[0].text),
+      el("thead", {}, head), el("tbody", {}, ...body));
+  }
+
+  // ---- the chart: TPOT and throughput against the batch, the memory limit marked (SVG)
+  const NS = "http://www.w3.org/2000/svg";
+  function svg(tag, attrs, text) {
+    const e = doc.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  const niceMax = (y) => {
+    const p = 10 ** Math.floor(Math.log10(y)), r = y / p;
+    return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * p;
+  };
+  const short = (x) => x >= 1e6 ? x / 1e6 + "M" : x >= 1e3 ? x / 1e3 + "k" : String(x);
+
+  function charts(e, state) {
+    const limit = e.max_batch, top = Math.max(64, 2 * e.batch, 2 * Math.max(limit, 1));
+    const xmax = 2 ** Math.min(24, Math.ceil(Math.log2(top)));
+    const points = [];
+    for (let k = 0; 2 ** (k / 2) <= xmax; k++) {
+      const b = Math.round(2 ** (k / 2));
+      if (points.length && points[points.length - 1].b === b) continue;
+      const r = estimate({...state, batch: b}, true);
+      points.push({b, tpot: r.tpot_s, thr: r.throughput_tok_s});
+    }
+    const tpotMax = Math.max(...points.map((q) => q.tpot));
+    const unit = tpotMax >= 1 ? [1, "s"] : tpotMax >= 1e-3 ? [1e3, "ms"] : [1e6, "µs"];
+    chartBox.replaceChildren(
+      chart(points, (q) => q.tpot * unit[0], `TPOT (${unit[1]})`, limit, e.batch, e.tpot_s * unit[0]),
+      chart(points, (q) => q.thr, "throughput (tokens/s)", limit, e.batch, e.throughput_tok_s));
+  }
+
+  function chart(points, y, title, limit, batch, current) {
+    const W = 360, H = 220, L = 52, R = 12, T = 14, B = 40;
+    const xmax = points[points.length - 1].b, ymax = niceMax(Math.max(...points.map(y)) || 1);
+    const X = (b) => L + (W - L - R) * Math.log2(b) / Math.log2(xmax);
+    const Y = (v) => T + (H - T - B) * (1 - v / ymax);
+    const s = svg("svg", {viewBox: `0 0 ${W} ${H}`, class: "lc-chart", role: "img",
+      "aria-label": `${title} against the batch, 1 to ${short(xmax)}; ` +
+        (limit ? `memory fits up to a batch of ${limit.toLocaleString("en-US")}` : "nothing fits in memory")});
+    if (limit < xmax) {
+      const x0 = X(Math.max(limit, 1));
+      s.append(svg("rect", {x: x0, y: T, width: W - R - x0, height: H - T - B, class: "lc-nofit"}));
+      s.append(svg("line", {x1: x0, x2: x0, y1: T, y2: H - B, class: "lc-limit"}));
+      const left = x0 > W - 110;  // the label on the side of the line with room for it
+      s.append(svg("text", {x: left ? x0 - 4 : x0 + 4, y: T + 12, class: "lc-limit-label",
+        "text-anchor": left ? "end" : "start"},
+      limit ? `memory limit ${limit.toLocaleString("en-US")}` : "nothing fits"));
+    }
+    for (let i = 0; i <= 4; i++) {
+      const v = ymax * i / 4;
+      s.append(svg("line", {x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "lc-grid"}));
+      s.append(svg("text", {x: L - 4, y: Y(v) + 4, "text-anchor": "end", class: "lc-tick"},
+        v >= 1000 ? short(Math.round(v)) : String(+v.toPrecision(3))));
+    }
+    const step = Math.max(1, Math.ceil(Math.log2(xmax) / 6));
+    for (let k = 0; 2 ** k <= xmax; k += step) {
+      s.append(svg("text", {x: X(2 ** k), y: H - B + 14, "text-anchor": "middle", class: "lc-tick"},
+        short(2 ** k)));
+    }
+    s.append(svg("text", {x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "lc-axis"},
+      "batch (users, log scale)"));
+    s.append(svg("text", {x: L, y: 10, class: "lc-axis"}, title));
+    const path = (pts) => pts.map((q, i) => `${i ? "L" : "M"}${X(q.b).toFixed(1)},${Y(y(q)).toFixed(1)}`).join("");
+    s.append(svg("path", {d: path(points), class: "lc-line lc-dashed"}));
+    const fit = points.filter((q) => q.b <= limit);
+    if (fit.length > 1) s.append(svg("path", {d: path(fit), class: "lc-line"}));
+    if (batch <= xmax) s.append(svg("circle", {cx: X(batch), cy: Y(current), r: 4, class: "lc-dot"}));
+    return s;
+  }
+
+  for (const input of Object.values(inputs)) input.addEventListener("input", update);
+  phase.addEventListener("change", () => { if (!last.error) breakdown(last); });
+  root.addEventListener("hashchange", () => { if (root.location.hash !== link.getAttribute("href")) { restore(); update(); } });
+  api.values = () => last;
+  api.state = readState;
+  api.update = update;
+  restore();
+  update();
+})(globalThis);

@@ -1,0 +1,305 @@
+"""The calculator for the static website: the library's formulas and data, exported to JavaScript.
+
+The book's page ``book/calculator.md`` runs the calculator in the reader's browser, with no
+kernel and no server. Its numbers come from here, at build time:
+
+Formulas
+    For every built-in model, each operation's ``(FLOPs, weight elements, KV-cache elements)``
+    of one forward pass: the SymPy expressions of :func:`formulas.expressions_for`, split by
+    element kind exactly as :func:`formulas.op_elements` splits them, with the model's constants
+    substituted (:func:`formulas.model_values`) and ``B``, ``n_new``, ``n_past`` left symbolic,
+    printed by SymPy's own JavaScript printer (``sympy.jscode``). Latent attention (MLA) has a
+    second set for decode (the absorbed form). The KV cache a sequence holds at a context is the
+    cache a decode step reads there (``kv_read`` at ``B = n_new = 1``), printed the same way and
+    checked here against ``ModelConfig.kv_cache_elements``. ``breaks`` lists the ``n_past`` at
+    which a decode step's costs stop being affine (a sliding window fills): between breaks every
+    kernel's FLOPs and bytes are affine, so the browser averages TPOT exactly, segment by segment.
+Data
+    Models (per-op parameters, which ops are the 16-bit head, and per tensor-parallel degree each
+    op's share, the KV share, activation elements per token, all-reduce bytes), accelerators
+    (memory, bandwidth, the peak or the library's error for each compute precision, the compute
+    precision chosen by default for each weight precision, per GPU count the nodes and the
+    all-reduce time ``Accelerator.allreduce_s`` as slope and intercept in the message bytes, or
+    the library's error), element sizes (``Setup.sizes``), ``estimate``'s defaults, and the
+    messages of the checks, all computed by calling the library.
+
+What the browser writes by hand (``book/_calculator/calculator.js``, documented there): summing
+the per-op rooflines with these shares into kernels, memory as weights + KV + activations +
+reserve, and the exact mean of TPOT over the decode steps. ``tests/test_calculator_page.py``
+compares the page with ``estimate`` for hundreds of random settings.
+
+``setup(app)`` makes this module a Sphinx extension (``_config.yml``: ``extra_extensions``): the
+build writes ``calculator-data.js`` and serves it with the hand-written files on that one page.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import sympy as sp
+
+from . import calculator, formulas
+from .calculator import ATTENTION_KERNEL, estimate
+from .dtypes import list_dtypes
+from .hardware import get_accelerator, list_accelerators
+from .models import get_model, list_models
+
+__all__ = ["PAGES", "data", "gpu_counts", "javascript", "model_passes", "write"]
+
+PAGES = ("book/calculator",)
+"""The pages (Sphinx docnames) that load the calculator's files; each holds one
+``<div id="llm-calc" class="llm-calc"></div>`` where the calculator appears."""
+
+DATA_FILE = "calculator-data.js"
+ASSETS = ("calculator.css", "calculator.js")  # in book/_calculator, beside the page
+_REFERENCE_CHIP = "h100-sxm"  # has an interconnect and a network: only the model's limits apply
+_SENTINEL = -777  # a bad value whose message is turned into a template, "{}" in its place
+
+
+def gpu_counts() -> list[int]:
+    """The GPU counts offered: every divisor of some built-in model's query heads."""
+    heads = {get_model(m).n_heads for m in list_models()}
+    return sorted({n for h in heads for n in range(1, h + 1) if h % n == 0})
+
+
+# --- formulas -----------------------------------------------------------------------------
+_WORKLOAD = (formulas.B, formulas.n_new, formulas.n_past)
+
+
+def _op_parts(cfg, absorbed: bool) -> dict[str, list[sp.Expr]]:
+    """Per op ``[flops, weight elements, kv elements]``, valued for ``cfg`` (as ``op_elements``)."""
+    values = formulas.model_values(cfg)
+    out = {}
+    for op, (flops, read, written) in formulas.expressions_for(cfg, absorbed=absorbed).items():
+        moved = sp.expand(read + written)  # linear in b_w, b_kv, b_act: split by coefficient
+        parts = [flops, moved.coeff(formulas.b_w), moved.coeff(formulas.b_kv)]
+        parts = [sp.sympify(p).xreplace(values) for p in parts]
+        left = set().union(*(p.free_symbols for p in parts)) - set(_WORKLOAD)
+        assert not left, f"{cfg.name} {op}: symbols left after substitution: {left}"
+        out[op] = parts
+    return out
+
+
+def _js_function(args: str, body: list[str]) -> str:
+    return f"function ({args}) {{ return [{', '.join(body)}]; }}"
+
+
+def _pass_function(parts: dict[str, list[sp.Expr]]) -> str:
+    rows = ["[" + ", ".join(sp.jscode(p) for p in v) + "]" for v in parts.values()]
+    return _js_function("B, n_new, n_past", rows)
+
+
+def _kv_cache_expr(cfg) -> sp.Expr:
+    """KV-cache elements one sequence holds at ``context``: what a decode step reads there."""
+    context = sp.Symbol("context", positive=True, integer=True)
+    kv = _op_parts(cfg, absorbed=True)["kv_read"][2]
+    expr = kv.subs({formulas.B: 1, formulas.n_new: 1, formulas.n_past: context - 1})
+    for c in (1, 2, cfg.sliding_window or 7, (cfg.sliding_window or 7) + 1, cfg.max_context):
+        assert expr.subs(context, c) == cfg.kv_cache_elements(c), (cfg.name, c)
+    return expr
+
+
+def _breaks(cfg) -> list[int]:
+    """Each ``n_past`` after which a decode step's costs may change slope (a superset).
+
+    The kinks of a piecewise-affine expression lie where two arguments of one of its Min/Max
+    are equal, nested Min/Max taken as each of their arguments in turn.
+    """
+    roots = set()
+    for parts in _op_parts(cfg, absorbed=True).values():
+        for expr in parts:
+            for atom in expr.subs(formulas.n_new, 1).atoms(sp.Min, sp.Max):
+                for a, b in itertools.combinations(atom.args, 2):
+                    for x, y in itertools.product(_branches(a), _branches(b)):
+                        roots |= set(sp.solve(sp.Eq(x, y), formulas.n_past))
+    return sorted({int(sp.floor(r)) for r in roots if r.is_real and r >= 0})
+
+
+def _branches(expr: sp.Expr) -> list[sp.Expr]:
+    """``expr`` with each Min/Max in it replaced by each of its arguments, in every combination."""
+    atoms = sorted(expr.atoms(sp.Min, sp.Max), key=sp.count_ops)
+    if not atoms:
+        return [expr]
+    atom = atoms[-1]
+    return [b for arg in atom.args for b in _branches(expr.xreplace({atom: arg}))]
+
+
+def model_passes(name: str) -> dict[str, str]:
+    """The JavaScript functions of one model: ``prefill``, ``decode`` (if it differs), ``kvCache``."""
+    cfg = get_model(name)
+    out = {"prefill": _pass_function(_op_parts(cfg, absorbed=False))}
+    decode = _pass_function(_op_parts(cfg, absorbed=True))
+    if decode != out["prefill"]:
+        out["decode"] = decode
+    out["kvCache"] = f"function (context) {{ return {sp.jscode(_kv_cache_expr(cfg))}; }}"
+    return out
+
+
+# --- data -----------------------------------------------------------------------------------
+def _message(call) -> str:
+    try:
+        call()
+    except ValueError as err:
+        return str(err)
+    raise AssertionError("expected a ValueError")
+
+
+def _template(call, bad) -> str:
+    """The library's message for the bad value, with ``{}`` where the value is named."""
+    text = _message(call)
+    assert text.count(bad) == 1, text
+    return text.replace(bad, "{}")
+
+
+def _model_data(name: str, counts: list[int]) -> dict:
+    cfg = get_model(name)
+    ops = list(formulas.ops_for(cfg))
+    params = cfg.params_by_op()
+    tp = {}
+    for n in counts:
+        try:
+            s = calculator.setup(cfg, _REFERENCE_CHIP, n_gpus=n)
+        except ValueError as err:
+            tp[n] = {"error": str(err)}
+            continue
+        tp[n] = {
+            "shares": [s.shares[op] for op in ops],
+            "kvShare": calculator._kv_share(cfg, n),
+            "actPerToken": calculator._activation_elements_per_token(cfg, n),
+            "allreduceBytesPerToken": float(s.allreduce_bytes(1.0)),
+        }
+    over = cfg.max_context + 1
+    return {
+        "name": name, "maxContext": cfg.max_context, "nLayers": cfg.n_layers,
+        "hidden": cfg.hidden_size, "vocab": cfg.vocab_size, "ops": ops,
+        "kernels": ["attention" if op in ATTENTION_KERNEL else op for op in ops],
+        "head": [op in calculator._HEAD_OPS for op in ops],
+        "params": [params.get(op, 0) for op in ops], "breaks": _breaks(cfg), "tp": tp,
+        "contextError": _template(lambda: estimate(cfg, _REFERENCE_CHIP, 1, over - 1, 1),
+                                  f"{over:,}"),
+    }
+
+
+def _chip_data(name: str, counts: list[int], dtypes: list[str]) -> dict:
+    chip = get_accelerator(name)
+    compute = {}
+    for d in dtypes:
+        try:
+            compute[d] = chip.peak(d)
+        except ValueError as err:
+            compute[d] = str(err)
+    auto = {}
+    for w in dtypes:
+        s = calculator.setup("llama-2-7b", chip, weight_dtype=w)
+        auto[w] = [s.compute_dtype, chip.peak(s.compute_dtype)]
+    tp, big = {}, 2.0**40
+    for n in counts:
+        try:
+            nodes = chip.nodes(n)
+        except ValueError as err:
+            tp[n] = {"error": str(err)}
+            continue
+        intercept = float(chip.allreduce_s(n, 0.0))
+        slope = (float(chip.allreduce_s(n, big)) - intercept) / big
+        tp[n] = {"nodes": nodes, "allreduce": [slope, intercept]}
+    return {"name": chip.name, "memoryBytes": chip.memory_bytes, "bandwidth": chip.bandwidth,
+            "compute": compute, "auto": auto, "tp": tp}
+
+
+def data() -> dict:
+    """Everything the page needs but the formulas, as plain JSON-able values (module docs)."""
+    counts, dtypes = gpu_counts(), list(list_dtypes())
+    defaults = {k: p.default for k, p in inspect.signature(estimate).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    sizes = {w: calculator.setup("llama-2-7b", _REFERENCE_CHIP, weight_dtype=w, kv_dtype=w).sizes
+             for w in dtypes}
+
+    def bad(field):
+        args = {"batch": 1, "prompt_len": 1, "output_len": 1} | {field: _SENTINEL}
+        return _template(lambda: estimate("llama-2-7b", _REFERENCE_CHIP, **args), str(_SENTINEL))
+
+    def bad_fraction(field):
+        call = lambda: calculator.setup("llama-2-7b", _REFERENCE_CHIP, **{field: _SENTINEL})  # noqa: E731
+        return _template(call, str(_SENTINEL))
+
+    return {
+        "generatedBy": "llm_roofline.webcalc",
+        "attentionKernel": list(ATTENTION_KERNEL),
+        "gpuCounts": counts,
+        "dtypes": dtypes,
+        "sizes": {"weight": {w: sizes[w]["weight"] for w in dtypes},
+                  "head": {w: sizes[w]["head"] for w in dtypes},
+                  "kv": {w: sizes[w]["kv"] for w in dtypes},
+                  "act": sizes[defaults["act_dtype"]]["act"]},
+        "defaults": {k: defaults[k] for k in ("reserve_fraction", "prefill_chunk", "act_dtype",
+                                               "weight_group_size", "queue_s")},
+        "messages": {f: bad(f) for f in ("batch", "prompt_len", "output_len")}
+        | {f: bad_fraction(f) for f in ("mbu", "mfu")},
+        "models": {m: _model_data(m, counts) for m in list_models()},
+        "accelerators": {a: _chip_data(a, counts, dtypes) for a in list_accelerators()},
+    }
+
+
+def javascript() -> str:
+    """The text of ``calculator-data.js``: ``globalThis.LLM_CALC_DATA``, data and formulas."""
+    lines = [
+        "// Generated by llm_roofline.webcalc from the library's data and the SymPy expressions of",
+        "// formulas.py (printed by sympy.jscode); do not edit: `make book` writes it again.",
+        f"globalThis.LLM_CALC_DATA = {json.dumps(data(), separators=(',', ':'))};",
+        "globalThis.LLM_CALC_DATA.passes = {",
+    ]
+    for m in list_models():
+        fns = ", ".join(f"{k}: {v}" for k, v in model_passes(m).items())
+        lines.append(f"  {json.dumps(m)}: {{{fns}}},")
+    lines.append("};")
+    return "\n".join(lines) + "\n"
+
+
+def write(folder: str | Path) -> Path:
+    """Write ``calculator-data.js`` into ``folder`` (created if needed); return its path."""
+    path = Path(folder) / DATA_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(javascript(), encoding="utf-8")
+    return path
+
+
+# --- the Sphinx extension --------------------------------------------------------------------
+def _sources(app) -> list[Path]:
+    return [Path(app.outdir).parent / "webcalc" / DATA_FILE,
+            *(Path(app.confdir) / "book" / "_calculator" / name for name in ASSETS)]
+
+
+def _on_config(app, config) -> None:
+    data_js, *assets = _sources(app)
+    write(data_js.parent)
+    config.html_static_path = [*config.html_static_path, str(data_js.parent), str(assets[0].parent)]
+
+
+def _on_builder(app) -> None:
+    """Copy the files now: Sphinx copies static files only when some page is rebuilt, and the
+    data or the scripts may change when no page does."""
+    if getattr(app.builder, "format", "") != "html":
+        return
+    static = Path(app.outdir) / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    for source in _sources(app):
+        shutil.copyfile(source, static / source.name)
+
+
+def _on_page(app, pagename, templatename, context, doctree) -> None:
+    if pagename in PAGES:
+        app.add_css_file(ASSETS[0])
+        for name in (DATA_FILE, ASSETS[1]):
+            app.add_js_file(name, defer="defer")
+
+
+def setup(app) -> dict:
+    """Sphinx entry point: write the data at the start of the build, load it on :data:`PAGES`."""
+    app.connect("config-inited", _on_config)
+    app.connect("builder-inited", _on_builder)
+    app.connect("html-page-context", _on_page)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
