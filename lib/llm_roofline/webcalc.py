@@ -50,7 +50,7 @@ from .models import get_model, list_models
 
 __all__ = ["PAGES", "data", "gpu_counts", "javascript", "model_passes", "write"]
 
-PAGES = ("book/calculator",)
+PAGES = ("book/calculator", "notebooks/07_calculator")
 """The pages (Sphinx docnames) that load the calculator's files; each holds one
 ``<div id="llm-calc" class="llm-calc"></div>`` where the calculator appears."""
 
