@@ -49,7 +49,7 @@ def test_no_row_is_dropped_silently(rows):
 
 @pytest.mark.parametrize(("number", "words"), [
     (81, "speculative"),          # DeepSeek-R1 MTP batch 1 on 8 x H200
-    (12, "MI250X"),               # a GPU the library lacks
+    (12, "accelerator data: MI250X"),  # a GPU the library lacks
     (54, "L40S"),
     (97, "A100 (PCIe)"),
     (75, "batch not reported"),   # TensorRT-LLM v1.0 max-throughput run

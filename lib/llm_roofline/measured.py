@@ -41,8 +41,10 @@ from .hardware import get_accelerator
 from .models import ModelConfig
 
 __all__ = [
-    "COLUMNS", "FAMILIES", "METRICS", "MODERN", "Comparison", "Row", "bound", "compare",
-    "family", "load", "not_reproducible", "predicted_value", "usable",
+    "COLUMNS", "FAMILIES", "METRICS", "MODERN", "Comparison", "Row", "bound", "bound_estimate",
+    "ceiling", "compare", "engines_table", "family", "load", "model_config", "not_reproducible",
+    "plot_against_bound", "predicted_value", "reasons_summary", "reasons_table", "rounding",
+    "usable",
 ]
 
 COLUMNS = ("model", "precision", "gpu", "n_gpus", "engine", "batch", "input_len", "output_len",
@@ -258,9 +260,10 @@ def _not_reproducible(r: dict, fam: str) -> str | None:
     """The reason a row cannot be compared with the bound, or None (the data's quality flags)."""
     notes, metric = r["notes"], r["metric"]
     if "speculative" in notes.lower():
-        return "speculative decoding (MTP, 3 draft layers): not plain decode, it beats a decode roofline"
+        return ("speculative decoding (MTP, 3 draft layers): several tokens per step, not plain "
+                "decode")
     if metric == "gpu_memory":
-        return "a memory measurement, not a speed: compared with calculator.memory in the memory table"
+        return "a memory measurement, not a speed or a time (the roofline bounds times)"
     if not r["batch"]:
         return ("batch not reported (max-throughput run, the scheduler chose it): bounded only by "
                 "the infinite-batch ceiling")
@@ -350,7 +353,7 @@ def _row(raw: dict, p: dict, number: int) -> Row:
     chip = next((name for start, name in _GPUS if p["gpu"].lower().startswith(start.lower())), "")
     notes = tuple(text for start, text in _GPU_NOTES.items() if p["gpu"].startswith(start))[:1]
     if chip is None or chip == "":
-        reason = reason or f"GPU {p['gpu']!r} is not in the library's accelerator data"
+        reason = reason or f"GPU not in the library's accelerator data: {_gpu_name(p['gpu'])}"
         chip = None
     precision = _precision(p["precision"])
     if isinstance(precision, str):
@@ -369,6 +372,11 @@ def _row(raw: dict, p: dict, number: int) -> Row:
                compute_dtype=math_dtype, weight_group_size=group,
                definition=_definition(raw, fam), concurrency="concurrency" in p["notes"],
                mapping_notes=notes, reason=reason)
+
+
+def _gpu_name(gpu: str) -> str:
+    """'L40S 48GB', 'A100 (PCIe)': the csv's GPU without its parenthesised remarks, but PCIe."""
+    return gpu if gpu.endswith("(PCIe)") else gpu.split(" (")[0]
 
 
 def usable(rows: list[Row] | None = None) -> list[Row]:
@@ -487,3 +495,126 @@ def ceiling(row: Row) -> float:
     est = estimate(row.config, row.accelerator, huge, row.input_len, row.output_len, **row.options())
     total = huge * row.output_len / est.e2e_s
     return total / row.n_gpus if row.metric == "output_throughput_per_gpu" else total
+
+
+# --- tables and figures for the book page ---------------------------------------------------------
+def engines_table(comparisons: list[Comparison]) -> list[dict]:
+    """Per engine family: the achieved MBU of batch-1 decode rows and MFU of TTFT rows
+    (median, and the range), with how many rows each rests on."""
+    out = []
+    names = list(dict.fromkeys([*FAMILIES[:-1], *sorted({c.row.family for c in comparisons})]))
+    for name in names:
+        mine = [c for c in comparisons if c.row.family == name]
+        if not mine:
+            continue
+        mbu = sorted(c.mbu for c in mine if c.mbu is not None)
+        mfu = sorted(c.mfu for c in mine if c.mfu is not None)
+
+        def span(xs):
+            return f"{xs[0]:.2f}-{xs[-1]:.2f}" if len(xs) > 1 else None
+
+        out.append({"engine": name, "rows": len(mine),
+                    "median attained": float(_median([c.attained for c in mine])),
+                    "batch-1 decode rows": len(mbu),
+                    "MBU (median)": float(_median(mbu)) if mbu else None, "MBU range": span(mbu),
+                    "TTFT rows": len(mfu),
+                    "MFU (median)": float(_median(mfu)) if mfu else None, "MFU range": span(mfu)})
+    return out
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def reasons_table(rows: list[Row]) -> list[dict]:
+    """The rows not reproduced: row number, what it is, and why."""
+    return [{"row": r.number, "model": r.model, "engine": r.engine.split(" (")[0],
+             "GPU": _gpu_name(r.gpu), "metric": r.metric, "why not": r.reason}
+            for r in not_reproducible(rows)]
+
+
+def reasons_summary(rows: list[Row]) -> list[dict]:
+    """The rows not reproduced, grouped by reason: the reason, how many, which rows, engines."""
+    groups: dict[str, list[Row]] = {}
+    for r in not_reproducible(rows):
+        groups.setdefault(r.reason.split(" (up to")[0].split(": ")[0] if r.reason.startswith("GPU")
+                          else r.reason.split(" (up to")[0], []).append(r)
+    gpus = groups.get("GPU not in the library's accelerator data", [])
+    if gpus:  # name them once
+        names = ", ".join(dict.fromkeys(_gpu_name(r.gpu) for r in gpus))
+        groups = {(f"{k}: {names}" if k.startswith("GPU") else k): v for k, v in groups.items()}
+    return [{"why not reproduced": reason, "rows": len(items),
+             "row numbers": ", ".join(str(r.number) for r in items),
+             "engines": ", ".join(dict.fromkeys(r.family for r in items))}
+            for reason, items in groups.items()]
+
+
+_COLOURS = {"vLLM": "#1f77b4", "SGLang": "#9467bd", "TensorRT-LLM": "#2ca02c", "NIM": "#17becf",
+            "lmdeploy": "#ff7f0e", "gpt-fast": "#d62728", "others": "#7f7f7f"}
+_MARKERS = {"A100": "o", "H100": "s", "H200": "D", "B200": "P", "MI300X": "^", "RTX 4090": "v"}
+
+
+def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
+    """Measured against the bound, log-log, one point per usable row: the token rates
+    (``times=False``: tokens/s, per user, per GPU; every point under the diagonal) or the
+    latencies (``times=True``: TTFT, ITL, end-to-end in ms; every point above it).
+
+    Colour: the engine family; marker: the GPU; filled: 16-bit weights, hollow: quantised
+    (8- or 4-bit). Dotted lines: 50 %, 25 % and 10 % of the bound. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    chosen = [c for c in comparisons if (c.row.metric in TIMES) == times]
+    if not chosen:
+        raise ValueError("no usable row of that kind to plot")
+    scale = {"ms": 1.0, "s": 1e3}
+    fig, ax = plt.subplots(figsize=(7.4, 5.0))
+    xs, ys = [], []
+    for c in chosen:
+        r = c.row
+        f = scale.get(r.unit, 1.0) if times else 1.0
+        x, y = c.bound * f, c.measured * f
+        xs.append(x)
+        ys.append(y)
+        colour = _COLOURS.get(r.family, _COLOURS["others"])
+        filled = r.weight_dtype in ("bf16", "fp16")
+        ax.scatter([x], [y], marker=_MARKERS[r.accelerator], s=46, linewidths=1.3,
+                   edgecolors=colour, facecolors=colour if filled else "none", zorder=3)
+    lo, hi = min(xs + ys) / 1.6, max(xs + ys) * 1.6
+    line = [lo, hi]
+    ax.plot(line, line, color="black", lw=1.4, zorder=2)
+    for share in (0.5, 0.25, 0.1):
+        k = 1 / share if times else share
+        ax.plot(line, [k * v for v in line], color="black", lw=0.7, ls=":", zorder=1)
+        where = (hi / k, hi) if times else (hi, k * hi)  # where the line leaves the axes
+        ax.annotate(f"{share:.0%}", where, xytext=(0, 3) if times else (3, 0),
+                    textcoords="offset points", fontsize=8, color="0.3", annotation_clip=False,
+                    ha="center" if times else "left", va="bottom" if times else "center")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), aspect="equal")
+    what = "latency (ms)" if times else "token rate (tokens/s)"
+    ax.set_xlabel(f"bound (mbu = mfu = 1): {what}")
+    ax.set_ylabel(f"published measurement: {what}")
+    at = lo * 2.2
+    ax.annotate("the bound" + (": no engine below it" if times else ": no engine above it"),
+                (at, at), xytext=(6, -6) if times else (-4, 6), textcoords="offset points",
+                rotation=45, rotation_mode="anchor", fontsize=8.5, ha="left",
+                va="top" if times else "bottom")
+    families = [f for f in _COLOURS if any(
+        (c.row.family == f) or (f == "others" and not c.row.modern) for c in chosen)]
+    engine_handles = [Line2D([], [], ls="", marker="o", color=_COLOURS[f], label=f)
+                      for f in families]
+    gpus = [g for g in _MARKERS if any(c.row.accelerator == g for c in chosen)]
+    gpu_handles = [Line2D([], [], ls="", marker=_MARKERS[g], color="0.25", label=g) for g in gpus]
+    gpu_handles.append(Line2D([], [], ls="", marker="o", mfc="none", color="0.25",
+                              label="hollow:\n8- or 4-bit"))
+    first = ax.legend(handles=engine_handles, title="engine", fontsize=8, title_fontsize=8,
+                      loc="upper left", bbox_to_anchor=(1.1, 1.0), frameon=False)
+    ax.add_artist(first)
+    ax.legend(handles=gpu_handles, title="GPU", fontsize=8, title_fontsize=8,
+              loc="lower left", bbox_to_anchor=(1.1, 0.0), frameon=False)
+    ax.grid(True, which="major", alpha=0.25)
+    fig.tight_layout()
+    return fig

@@ -480,6 +480,31 @@ def summary(results: list[dict], within: float = 0.3) -> list[dict]:
     return groups
 
 
+def plot_errors(results: list[dict], within: float = 0.3):
+    """Histogram of the held-out errors of ``cross_validate`` (predicted / measured - 1, on a
+    log scale of the ratio), modern engines and the others stacked; the band is ``±within``."""
+    import matplotlib.pyplot as plt
+
+    ratio = np.array([d["predicted"] / d["measured"] for d in results])
+    modern = np.array([d["row"].modern for d in results])
+    edges = np.exp(np.linspace(np.log(1 / 8), np.log(8), 31))
+    clipped = np.clip(ratio, edges[0] * 1.0001, edges[-1] / 1.0001)
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.axvspan(1 - within, 1 + within, color="#2ca02c", alpha=0.12, lw=0)
+    ax.hist([clipped[modern], clipped[~modern]], bins=edges, stacked=True,
+            color=["#1f77b4", "#bbbbbb"], label=["modern engines", "others"], edgecolor="white")
+    ax.axvline(1, color="black", lw=1)
+    ax.set_xscale("log")
+    ticks = [1 / 8, 1 / 4, 1 / 2, 0.7, 1, 1.3, 2, 4, 8]
+    ax.set_xticks(ticks, ["1/8", "1/4", "1/2", "0.7", "1", "1.3", "2", "4", "8"])
+    ax.minorticks_off()
+    ax.set_xlabel("held-out prediction / measurement (band: within ±30 %)")
+    ax.set_ylabel("rows")
+    ax.legend(fontsize=8, frameon=False, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
 # --- the data file ----------------------------------------------------------------------------
 def _first(x) -> float:
     return float(np.asarray(x).flat[0])
