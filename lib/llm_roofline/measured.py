@@ -499,26 +499,28 @@ def ceiling(row: Row) -> float:
 
 # --- tables and figures for the book page ---------------------------------------------------------
 def engines_table(comparisons: list[Comparison]) -> list[dict]:
-    """Per engine family: the achieved MBU of batch-1 decode rows and MFU of TTFT rows
-    (median, and the range), with how many rows each rests on."""
+    """Per engine family (with its number of rows): the median fraction of the bound attained, the
+    achieved MBU of batch-1 decode rows and MFU of TTFT rows, each as
+    ``'median (rows: lowest-highest)'`` (None where the family has no such row)."""
     out = []
     names = list(dict.fromkeys([*FAMILIES[:-1], *sorted({c.row.family for c in comparisons})]))
     for name in names:
         mine = [c for c in comparisons if c.row.family == name]
         if not mine:
             continue
-        mbu = sorted(c.mbu for c in mine if c.mbu is not None)
-        mfu = sorted(c.mfu for c in mine if c.mfu is not None)
 
-        def span(xs):
-            return f"{xs[0]:.2f}-{xs[-1]:.2f}" if len(xs) > 1 else None
+        def describe(xs):
+            xs = sorted(xs)
+            if not xs:
+                return None
+            if len(xs) == 1:
+                return f"{xs[0]:.2f} (1)"
+            return f"{_median(xs):.2f} ({len(xs)}: {xs[0]:.2f}-{xs[-1]:.2f})"
 
-        out.append({"engine": name, "rows": len(mine),
-                    "median attained": float(_median([c.attained for c in mine])),
-                    "batch-1 decode rows": len(mbu),
-                    "MBU (median)": float(_median(mbu)) if mbu else None, "MBU range": span(mbu),
-                    "TTFT rows": len(mfu),
-                    "MFU (median)": float(_median(mfu)) if mfu else None, "MFU range": span(mfu)})
+        out.append({"engine": f"{name} ({len(mine)})",
+                    "attained": float(_median([c.attained for c in mine])),
+                    "MBU decode": describe(c.mbu for c in mine if c.mbu is not None),
+                    "MFU prefill": describe(c.mfu for c in mine if c.mfu is not None)})
     return out
 
 
@@ -536,7 +538,7 @@ def reasons_table(rows: list[Row]) -> list[dict]:
 
 
 def reasons_summary(rows: list[Row]) -> list[dict]:
-    """The rows not reproduced, grouped by reason: the reason, how many, which rows, engines."""
+    """The rows not reproduced, grouped by reason: the reason, which rows, their engines."""
     groups: dict[str, list[Row]] = {}
     for r in not_reproducible(rows):
         groups.setdefault(r.reason.split(" (up to")[0].split(": ")[0] if r.reason.startswith("GPU")
@@ -545,8 +547,8 @@ def reasons_summary(rows: list[Row]) -> list[dict]:
     if gpus:  # name them once
         names = ", ".join(dict.fromkeys(_gpu_name(r.gpu) for r in gpus))
         groups = {(f"{k}: {names}" if k.startswith("GPU") else k): v for k, v in groups.items()}
-    return [{"why not reproduced": reason, "rows": len(items),
-             "row numbers": ", ".join(str(r.number) for r in items),
+    return [{"why not reproduced": reason,
+             "rows": ", ".join(str(r.number) for r in items),
              "engines": ", ".join(dict.fromkeys(r.family for r in items))}
             for reason, items in groups.items()]
 
@@ -571,7 +573,7 @@ def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
     if not chosen:
         raise ValueError("no usable row of that kind to plot")
     scale = {"ms": 1.0, "s": 1e3}
-    fig, ax = plt.subplots(figsize=(7.4, 5.0))
+    fig, ax = plt.subplots(figsize=(6.8, 4.9))
     xs, ys = [], []
     for c in chosen:
         r = c.row
@@ -611,10 +613,10 @@ def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
     gpu_handles.append(Line2D([], [], ls="", marker="o", mfc="none", color="0.25",
                               label="hollow:\n8- or 4-bit"))
     first = ax.legend(handles=engine_handles, title="engine", fontsize=8, title_fontsize=8,
-                      loc="upper left", bbox_to_anchor=(1.1, 1.0), frameon=False)
+                      loc="upper left", bbox_to_anchor=(1.06, 1.0), frameon=False)
     ax.add_artist(first)
     ax.legend(handles=gpu_handles, title="GPU", fontsize=8, title_fontsize=8,
-              loc="lower left", bbox_to_anchor=(1.1, 0.0), frameon=False)
+              loc="lower left", bbox_to_anchor=(1.06, 0.0), frameon=False)
     ax.grid(True, which="major", alpha=0.25)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.12, right=0.72, bottom=0.11, top=0.96)  # legends: right quarter
     return fig
