@@ -1,0 +1,186 @@
+"""The published measurements in the library, and the bound against every usable row."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_roofline import measured as M
+from llm_roofline.hardware import get_accelerator
+
+HEADER = ",".join(M.COLUMNS)
+GOOD = ("Llama-2-7B,BF16,A100-SXM4-80GB,1,gpt-fast (PyTorch torch.compile),1,5,200,"
+        "decode_tokens_per_s_per_user,104.9,tok/s,example source,batch=1")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return M.load()
+
+
+@pytest.fixture(scope="module")
+def comparisons(rows):
+    return M.compare(rows)
+
+
+def by_number(rows, n):
+    return next(r for r in rows if r.number == n)
+
+
+# --- loading ----------------------------------------------------------------------------------
+def test_every_row_is_loaded_typed(rows):
+    assert len(rows) == 115
+    first = rows[0]
+    assert (first.number, first.model, first.n_gpus, first.batch, first.input_len,
+            first.output_len, first.value, first.unit) == (1, "Llama-2-7B", 1, 1, 5, 200, 104.9,
+                                                           "tok/s")
+    assert first.family == "gpt-fast" and first.accelerator == "A100"
+    assert (first.weight_dtype, first.kv_dtype) == ("bf16", "bf16")
+    assert first.config.n_params == 6_738_415_616  # the data's derived params_total
+    assert isinstance(first.value, float) and isinstance(first.batch, int)
+
+
+def test_no_row_is_dropped_silently(rows):
+    usable = M.usable(rows)
+    rest = M.not_reproducible(rows)
+    assert len(usable) + len(rest) == 115
+    assert len(usable) == 81
+    assert all(r.reason for r in rest) and all(r.reason is None for r in usable)
+
+
+@pytest.mark.parametrize(("number", "words"), [
+    (81, "speculative"),          # DeepSeek-R1 MTP batch 1 on 8 x H200
+    (12, "accelerator data: MI250X"),  # a GPU the library lacks
+    (54, "L40S"),
+    (97, "A100 (PCIe)"),
+    (75, "batch not reported"),   # TensorRT-LLM v1.0 max-throughput run
+    (52, "ambiguous unit"),       # the A100 TP4 table: per GPU or total?
+    (74, "layout not given"),
+    (82, "attention data parallelism"),
+    (102, "NVIDIA/NeMo discussion #8455"),
+    (38, "ambiguous definition"),  # Qwen speed with a 129,024-token prompt
+    (30, "memory measurement"),
+])
+def test_rows_not_reproducible_say_why(rows, number, words):
+    row = by_number(rows, number)
+    assert not row.usable and words in row.reason
+
+
+@pytest.mark.parametrize(("number", "chip", "weights", "kv", "math"), [
+    (1, "A100", "bf16", "bf16", None),            # power-capped A100 SXM
+    (2, "A100", "int4", "bf16", "bf16"),          # INT4 weight-only, group 32
+    (45, "H100", "fp8", "fp8", None),             # FP8 weights+act, FP8 KV
+    (85, "H100", "fp8", "fp8", None),             # NIM: form factor and KV not stated
+    (103, "MI300X", "fp8", "fp8", None),
+    (111, "RTX 4090", "fp16", "fp16", None),      # llama.cpp F16 GGUF
+])
+def test_mapping_of_gpus_and_precisions(rows, number, chip, weights, kv, math):
+    row = by_number(rows, number)
+    assert row.usable
+    assert (row.accelerator, row.weight_dtype, row.kv_dtype, row.compute_dtype) == (
+        chip, weights, kv, math)
+    get_accelerator(row.accelerator)  # a library name
+    assert by_number(rows, 2).weight_group_size == 32
+
+
+@pytest.mark.parametrize(("engine", "family"), [
+    ("vLLM 0.9.1 (ROCm 6.4.1)", "vLLM"), ("NVIDIA NIM 1.8.0", "NIM"),
+    ("TensorRT-LLM v0.5.0 (static batching)", "TensorRT-LLM"), ("NeMo/TensorRT-LLM", "NeMo"),
+    ("SGLang v0.4.1.post2 (CUDA graph, tuned FP8 GEMM)", "SGLang"),
+    ("lmdeploy TurboMind v0.1.0a1", "lmdeploy"), ("llama.cpp (Metal)", "llama.cpp"),
+])
+def test_engine_families(engine, family):
+    assert M.family(engine) == family
+
+
+# --- malformed rows -----------------------------------------------------------------------------
+def write(tmp_path, *lines):
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_good_temp_csv_loads(tmp_path):
+    (row,) = M.load(write(tmp_path, HEADER, GOOD))
+    assert row.usable and row.number == 1 and row.value == 104.9
+
+
+@pytest.mark.parametrize(("line", "match"), [
+    (GOOD.replace(",104.9,", ",fast,"), r"row 2 \(line 3\): field 'value' is 'fast', not a number"),
+    (GOOD.replace("decode_tokens_per_s_per_user", "tokens_per_joule"),
+     r"row 2 \(line 3\): field 'metric' is 'tokens_per_joule'; allowed: decode_tokens"),
+    (GOOD.replace(",1,5,200,", ",1.5,5,200,"), r"row 2 \(line 3\): field 'batch' is '1.5'"),
+    (GOOD.replace(",A100-SXM4-80GB,", ",,"), r"row 2 \(line 3\): field 'gpu' is empty"),
+    (GOOD.rsplit(",", 1)[0], r"row 2 \(line 3\): field 'notes' is missing"),
+    (GOOD + ",extra", r"row 2 \(line 3\): 1 field\(s\) past the last column"),
+    (GOOD.replace(",tok/s,", ",ms,"), r"row 2 \(line 3\): field 'unit' is 'ms'"),
+    (GOOD.replace(",104.9,", ",-3,"), r"row 2 \(line 3\): field 'value' is '-3'"),
+])
+def test_a_malformed_row_names_its_row_and_field(tmp_path, line, match):
+    with pytest.raises(ValueError, match=match):
+        M.load(write(tmp_path, HEADER, GOOD, line))
+
+
+def test_a_header_without_a_column_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="header lacks column"):
+        M.load(write(tmp_path, HEADER.replace(",unit", ""), GOOD))
+
+
+# --- the bound ----------------------------------------------------------------------------------
+def test_no_published_row_beats_the_bound(comparisons):
+    """Every usable row: measured never faster than the bound (mbu = mfu = 1), up to half a
+    unit of the last digit the source published."""
+    assert len(comparisons) == 81
+    beaten = [(c.row.number, c.measured, c.bound) for c in comparisons if c.beats_bound]
+    assert beaten == []
+    assert all(c.attained <= 1 + M.rounding(c.row) / c.measured for c in comparisons)
+
+
+def test_rounding_is_half_the_last_published_digit(rows):
+    assert M.rounding(by_number(rows, 25)) == 0.5       # TTFT 22 ms (0.022 s)
+    assert M.rounding(by_number(rows, 3)) == pytest.approx(0.005)  # 93.89 tok/s
+
+
+def test_bound_of_batch_one_decode_by_hand(rows):
+    """gpt-fast, Llama-2-7B bf16 on one A100 SXM, 5-token prompt, 200 tokens: each step reads
+    every weight but the embedding table (one row of it), 2 bytes each, plus a small KV cache."""
+    params, embedding = 6_738_415_616, 32_000 * 4096
+    weights = 2 * (params - embedding)  # 13,214,687,232 bytes
+    kv_per_token = 2 * 32 * 32 * 128 * 2  # K and V, 32 layers x 32 heads x 128, bf16: 524,288
+    mean_context = 5 + 100  # contexts 6 ... 204 over 199 steps: about 105 cached tokens
+    step = (weights + mean_context * kv_per_token) / 2.039e12
+    by_hand = 200 / (200 * step)  # prefill of 5 tokens also reads the weights once: ~one step
+    c = next(c for c in M.compare(rows) if c.row.number == 1)
+    assert c.bound == pytest.approx(by_hand, rel=5e-3)
+
+
+def test_achieved_mbu_matches_the_sources_own_figure(comparisons):
+    """gpt-fast's README gives its achieved bandwidth per GPU (model bytes x tok/s): 1,397.31 GB/s
+    for Llama-2-7B bf16 on one A100, i.e. MBU 1397.31 / 2039 = 0.685."""
+    c = next(c for c in comparisons if c.row.number == 1)
+    assert c.mbu == pytest.approx(1397.31 / 2039, rel=0.02)
+
+
+def test_mfu_of_a_prefill_by_hand(comparisons):
+    """TensorRT-LLM, Llama-2-7B fp16 on one A100, 2,048-token prompt, TTFT 133 ms: about
+    2 x 6.6e9 FLOPs per token for the weight matmuls plus the causal attention,
+    2 x 2 x 32 layers x 4096 x 2048^2 / 2 FLOPs; over 0.133 s x 312e12."""
+    params, embedding, lm_head = 6_738_415_616, 32_000 * 4096, 32_000 * 4096
+    matmuls = 2 * (params - embedding - lm_head) * 2048 + 2 * lm_head  # LM head on 1 position
+    attention = 2 * 2 * 32 * 4096 * 2048 * 2048 / 2
+    by_hand = (matmuls + attention) / 0.133 / 312e12
+    c = next(c for c in comparisons if c.row.number == 58)
+    assert c.mfu == pytest.approx(by_hand, rel=0.02)
+
+
+def test_max_throughput_rows_stay_under_the_infinite_batch_ceiling(rows):
+    no_batch = [r for r in rows if r.batch is None and r.weight_dtype is not None]
+    assert [r.number for r in no_batch] == [75, 76, 77, 78, 79]
+    for r in no_batch:
+        assert r.value <= M.ceiling(r)
+    with pytest.raises(ValueError, match="without a batch"):
+        M.ceiling(by_number(rows, 1))
+
+
+def test_bound_of_a_row_that_is_not_reproducible_is_refused(rows):
+    with pytest.raises(ValueError, match="row 81 is not reproducible: speculative"):
+        M.bound(by_number(rows, 81))
