@@ -270,3 +270,20 @@ def test_a_chip_without_interconnect_does_not_advise_more_of_them(capsys):
     assert strict_json(run(capsys, *argv, "--json")[1])["would_fit"]["n_gpus"] is None
     code, _, err = run(capsys, *argv, "--n-gpus", "2")
     assert code == 2 and "no interconnect" in err
+
+
+def test_realistic_is_a_labelled_calibrated_prediction_beside_the_bound(capsys):
+    argv = ("estimate", "--model", "llama-3-8b", "--gpu", "h100", "--batch", "8")
+    code, out, _ = run(capsys, *argv, "--realistic", "--engine", "vllm")
+    assert code == 0 and "calibrated prediction (preset vLLM), not the bound" in out
+    assert "the bound (MBU = MFU = 1)" in out
+    result = strict_json(run(capsys, *argv, "--realistic", "--json")[1])
+    r = lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic=True)
+    assert result["kind"] == r.label and result["tpot_s"] == pytest.approx(r.estimate.tpot_s)
+    assert result["bound"]["tpot_s"] == pytest.approx(r.bound.tpot_s)
+    assert result["tpot_s"] > result["bound"]["tpot_s"]  # never faster than the bound
+    for bad, says in ((("--realistic", "--mbu", "0.7"), "drop --mbu"),
+                      (("--engine", "vllm"), "add --realistic"),
+                      (("--realistic", "--engine", "nim"), "unknown engine")):
+        code, out, err = run(capsys, *argv, *bad)
+        assert code == 2 and out == "" and says in err

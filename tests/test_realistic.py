@@ -193,3 +193,16 @@ def test_cross_validation_recovers_a_known_preset(rows):
     errors = np.abs([d["error"] for d in results])
     assert len(results) == len(chosen) > 60
     assert np.max(errors) < 1e-3
+
+
+def test_the_calculator_gives_the_calibrated_prediction_on_request():
+    r = lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic=True, engine="vllm")
+    direct = R.estimate("llama-3-8b", "h100", 8, 2048, 256, engine="vllm")
+    assert r.kind == "calibrated prediction" and r.estimate.tpot_s == direct.estimate.tpot_s
+    assert r.estimate.tpot_s > r.bound.tpot_s == lr.estimate("llama-3-8b", "h100", 8, 2048, 256).tpot_s
+    with pytest.raises(ValueError, match="not both"):
+        lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic=True, mbu=0.7)
+    with pytest.raises(ValueError, match="pass realistic=True"):
+        lr.estimate("llama-3-8b", "h100", 8, 2048, 256, engine="vllm")
+    with pytest.raises(ValueError, match="realistic must be true or false"):
+        lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic="yes")

@@ -342,13 +342,34 @@ def estimate(
     queue_s: float = 0.0,
     reserve_fraction: float = 0.1,
     prefill_chunk: int = 8192,
-) -> Estimate:
+    realistic: bool = False,
+    engine: str | None = None,
+):
     """Memory, TTFT, TPOT and throughput of ``batch`` requests served together (module docs).
 
     ``model``: a ``ModelConfig`` or a built-in name; ``accelerator``: an ``Accelerator`` or a
     name. ``batch``, ``prompt_len`` and ``output_len`` are positive integers or arrays of them.
-    Other arguments as for ``setup``; ``queue_s`` (seconds) is added to the TTFT.
+    Other arguments as for ``setup``; ``queue_s`` (seconds) is added to the TTFT. Returns an
+    ``Estimate``: bounds at the ``mbu`` and ``mfu`` given.
+
+    ``realistic=True`` returns instead a ``realistic.Realistic``: a *calibrated prediction* of
+    what a tuned engine achieves (efficiencies and fixed per-step costs fitted on published
+    measurements, optionally for an ``engine`` family such as ``"vllm"``), with the bound beside
+    it; ``mbu`` and ``mfu`` are then the preset's and may not be given. See ``realistic``.
     """
+    if realistic is not False or engine is not None:
+        if not validate.boolean("realistic", realistic):
+            raise ValueError("engine applies only to a calibrated prediction: pass realistic=True")
+        if (mbu, mfu) != (1.0, 1.0):
+            raise ValueError("realistic=True sets mbu and mfu from the fitted preset; give either "
+                             "realistic=True or your own mbu and mfu, not both")
+        from . import realistic as calibrated  # realistic builds on this module
+
+        return calibrated.estimate(
+            model, accelerator, batch, prompt_len, output_len, engine=engine,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype, n_gpus=n_gpus,
+            compute_dtype=compute_dtype, act_dtype=act_dtype, weight_group_size=weight_group_size,
+            queue_s=queue_s, reserve_fraction=reserve_fraction, prefill_chunk=prefill_chunk)
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
               weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu)

@@ -16,7 +16,7 @@ import textwrap
 
 import numpy as np
 
-from . import hardware, serving, validate
+from . import hardware, realistic, serving, validate
 from .calculator import estimate, gpus_needed, max_batch, max_prompt_len
 from .dtypes import list_dtypes
 from .models import SUPPORTED_MODEL_TYPES, get_model, list_models, load_config, model_info
@@ -132,6 +132,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="achieved fraction of dense peak FLOP/s, 0.001 to 1 (default: 1)")
     est.add_argument("--queue", type=_number("--queue"), default=0.0, metavar="SECONDS",
                      help="queueing delay added to TTFT, seconds (default: 0)")
+    est.add_argument("--realistic", action="store_true",
+                     help="a calibrated prediction of what a tuned engine achieves (efficiencies and "
+                     "fixed per-step costs fitted on published measurements), printed beside the "
+                     "bound; not with --mbu/--mfu")
+    est.add_argument("--engine", default=None, metavar="FAMILY",
+                     help="with --realistic: the preset of an engine family ("
+                     + ", ".join(n for n in realistic.load_presets() if n != "default")
+                     + "; default: a preset fitted on all modern engines)")
     est.add_argument("--breakdown", action="store_true",
                      help="also show each kernel of the prefill and of a decode step: FLOPs, "
                      "bytes, intensity, time, bound and share")
@@ -215,6 +223,10 @@ def _estimate(args) -> str:
     cfg = load_config(args.config) if args.config is not None else get_model(args.model)
     chip = hardware.get_accelerator(args.gpu)
     mbu, mfu = validate.fraction("--mbu", args.mbu), validate.fraction("--mfu", args.mfu)
+    if args.realistic and (mbu, mfu) != (1.0, 1.0):
+        raise ValueError("--realistic takes its MBU and MFU from the fitted preset: drop --mbu/--mfu")
+    if args.engine is not None and not args.realistic:
+        raise ValueError("--engine chooses a calibrated preset: add --realistic")
     queue = validate.real("--queue", args.queue, minimum=0, unit="seconds")
     results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in _points(args)]
     if args.json:
@@ -227,8 +239,15 @@ def _estimate(args) -> str:
 def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dict:
     """Everything the CLI shows for one point, as plain numbers (seconds, GiB, tokens/s)."""
     options = dict(weight_dtype=args.dtype, kv_dtype=args.kv_dtype or "bf16")
-    est = estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
-                   queue_s=queue, compute_dtype=args.compute_dtype, **options)
+    calibrated = None
+    if args.realistic:
+        calibrated = estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, queue_s=queue,
+                              compute_dtype=args.compute_dtype, realistic=True,
+                              engine=args.engine, **options)
+        est, mbu, mfu = calibrated.estimate, 1.0, 1.0  # the bound's efficiencies below
+    else:
+        est = estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
+                       queue_s=queue, compute_dtype=args.compute_dtype, **options)
     most = max_batch(cfg, chip, prompt, output, n_gpus=n_gpus, **options)
     # a new request arriving while the batch decodes mid-way: its whole prompt rides in one
     # mixed step with the running users' tokens
@@ -255,6 +274,13 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
         "throughput_tok_s": est.throughput_tok_s, "e2e_s": est.e2e_s,
         "bandwidth_utilisation": est.bandwidth_utilisation,
     }
+    if calibrated is not None:
+        b = calibrated.bound
+        result["kind"] = calibrated.label
+        result["bound"] = {"ttft_s": b.ttft_s, "ttft_joining_s": result["ttft_joining_s"],
+                           "tpot_s": b.tpot_s, "throughput_tok_s": b.throughput_tok_s,
+                           "e2e_s": b.e2e_s}
+        result["ttft_joining_s"] = None  # priced as a bound only (the line below)
     if args.breakdown:
         result["breakdown"] = {phase: est.breakdown(phase) for phase in ("prefill", "decode")}
     if not est.fits:
@@ -315,15 +341,17 @@ def _report(r: dict) -> str:
         f"  capacity                 {gib['capacity']:10.2f}",
         "",
     ]
-    bound = f"roofline bounds at MBU {r['mbu']:g}, MFU {r['mfu']:g}"
+    bound = r.get("kind") or f"roofline bounds at MBU {r['mbu']:g}, MFU {r['mfu']:g}"
     lines.append(f"latency and throughput ({bound})" if r["fits"] else
                  f"latency and throughput IF IT FIT ({bound})")
     prefill_what = "1 prompt" if r["batch"] == 1 else f"{r['batch']:,} prompts in one prefill"
+    joining = [] if r["ttft_joining_s"] is None else [
+        f"  TTFT, joining a server   {_time(r['ttft_joining_s']):>10}   1 prompt in a step with "
+        f"{r['batch']:,} decoding"]
     lines += [
         f"  TTFT, whole batch        {_time(r['ttft_s']):>10}   {prefill_what}, "
         f"{r['prefill_bound']}-bound",
-        f"  TTFT, joining a server   {_time(r['ttft_joining_s']):>10}   1 prompt in a step with "
-        f"{r['batch']:,} decoding",
+        *joining,
         f"  TPOT, each user          {_time(r['tpot_s']):>10}   {r['decode_bound']}-bound, "
         f"{100 * r['bandwidth_utilisation']:.0f} % of peak bandwidth",
         f"  throughput, all users    {r['throughput_tok_s']:10,.1f}   tokens/s",
@@ -332,6 +360,11 @@ def _report(r: dict) -> str:
         lines.append(f"  TPOT / batch             {_time(r['tpot_s'] / r['batch']):>10}   "
                      "amortised: no user waits this little")
     lines.append(f"  one request, end to end  {_time(r['e2e_s']):>10}")
+    if "bound" in r:
+        b = r["bound"]
+        lines.append(f"  the bound (MBU = MFU = 1): TTFT {_time(b['ttft_s'])} (joining "
+                     f"{_time(b['ttft_joining_s'])}), TPOT {_time(b['tpot_s'])}, "
+                     f"{b['throughput_tok_s']:,.1f} tokens/s")
     if "breakdown" in r:
         lines += _breakdown_lines(r["breakdown"])
     return "\n".join(lines)
@@ -380,8 +413,8 @@ def _sweep_table(results: list[dict]) -> str:
             f"{'TTFT':>9} {'TPOT':>9} {'tokens/s':>10}  decode")
     lines = [f"{results[0]['model']} on {results[0]['accelerator']}: weights "
              f"{results[0]['weight_dtype']}, KV cache {results[0]['kv_dtype']}, tensor math "
-             f"{results[0]['compute_dtype']} (roofline bounds; times if it fit where it does "
-             "not)", head]
+             f"{results[0]['compute_dtype']} ({results[0].get('kind') or 'roofline bounds'}; "
+             "times if it fit where it does not)", head]
     for r in results:
         lines.append(
             f"{r['batch']:7,} {r['prompt_len']:7,} {r['output_len']:7,} {r['n_gpus']:4}  "
