@@ -23,7 +23,6 @@ The pieces of chapter 8 (``notebooks/08_your_machine``):
   :func:`totals` sums them per phase. The refinements of the chapter's "where the model
   breaks" are options of :func:`predict`: the read bandwidth at the working set's size (a
   hierarchical roofline, :func:`bandwidth_at`) and a fixed cost per call (:func:`per_call`).
-  :func:`calibrate` gives the achieved fractions of bandwidth and peak (MBU, MFU).
 - :func:`plot_roofline` draws a roofline with measured or predicted points on it.
 
 Units: seconds, bytes, FLOP; bandwidths in bytes/s and peaks in FLOP/s inside an
@@ -46,8 +45,8 @@ from .models import ModelConfig
 __all__ = [
     "BLAS_OPS", "chapter_models", "host_accelerator", "accelerator_record", "save_accelerator",
     "load_accelerators",
-    "bandwidth_at", "footprint_bytes", "profile", "per_call", "predict", "totals", "calibrate",
-    "rows_steps", "plot_roofline",
+    "bandwidth_at", "footprint_bytes", "profile", "per_call", "predict", "totals", "rows_steps",
+    "plot_roofline",
 ]
 
 BLAS_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
@@ -57,16 +56,16 @@ element-wise code (norms, RoPE, softmax, the SwiGLU activation, residuals, cache
 
 def chapter_models() -> dict[str, ModelConfig]:
     """The tiny transformers chapter 8 measures, by size: weights in float32 of about 2 MB
-    (in any L2 or L3 cache), 50 MB (in a large L3) and 200 MB (in main memory on most
-    machines), and ``micro``, so small that its run time is all fixed costs."""
+    (in a core's L2 cache or any L3), 16 MB (in most L3 caches) and 214 MB (in main memory
+    on most machines), and ``micro``, so small that its run time is all fixed costs."""
     common = dict(max_context=512)
     return {
         "micro": ModelConfig("micro", vocab_size=64, hidden_size=16, intermediate_size=32,
                              n_layers=2, n_heads=2, n_kv_heads=1, head_dim=8, **common),
         "S": ModelConfig("S", vocab_size=512, hidden_size=128, intermediate_size=344,
                          n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, **common),
-        "M": ModelConfig("M", vocab_size=2048, hidden_size=512, intermediate_size=1376,
-                         n_layers=4, n_heads=8, n_kv_heads=2, head_dim=64, **common),
+        "M": ModelConfig("M", vocab_size=1024, hidden_size=384, intermediate_size=1024,
+                         n_layers=2, n_heads=6, n_kv_heads=2, head_dim=64, **common),
         "L": ModelConfig("L", vocab_size=4096, hidden_size=1024, intermediate_size=2816,
                          n_layers=4, n_heads=16, n_kv_heads=4, head_dim=64, **common),
     }
@@ -317,27 +316,6 @@ def totals(rows: list[dict]) -> dict[str, dict]:
         t["intensity"] = t["flops"] / t["bytes"]
         t["error"] = t["predicted_s"] / t["seconds"] - 1
     return out
-
-
-def calibrate(rows: list[dict], chip: Accelerator, dtype: str = "fp32") -> dict[str, float]:
-    """This machine's achieved fractions for the run in ``rows`` (one :func:`profile`):
-
-    ``mfu``: prefill FLOPs / (prefill seconds x peak); ``mbu``: the bytes a decode step must
-    read (every byte the tally counts as read) / (seconds per step x bandwidth). Either can
-    exceed 1 when the working set sits in a cache faster than the measured memory.
-    """
-    tot = totals(rows)
-    if not {"prefill", "decode"} <= set(tot):
-        raise ValueError("rows must hold a prefill and decode steps: run profile(...) first")
-    steps = rows_steps(rows)
-    read = sum(r["bytes_read"] for r in rows if r["phase"] == "decode")
-    return {
-        "mfu": tot["prefill"]["flops"] / tot["prefill"]["seconds"] / chip.peak(dtype),
-        "mbu": read / tot["decode"]["seconds"] / chip.bandwidth,
-        "decode_steps": steps,
-        "prefill_s": tot["prefill"]["seconds"],
-        "decode_step_s": tot["decode"]["seconds"] / steps,
-    }
 
 
 def rows_steps(rows: list[dict]) -> int:
