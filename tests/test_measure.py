@@ -246,13 +246,13 @@ def test_profile_keeps_one_prefill_and_the_decode_steps():
 # ---- chapter 8's answer checks --------------------------------------------------------------
 
 
-def test_machine_answer_checks():
+def test_machine_answer_checks(monkeypatch):
     from llm_roofline import exercises_machine as XM
     from llm_roofline.exercises import check
 
+    monkeypatch.setitem(XM._STATE, "host", None)  # restored after the test
     # L's q_proj at batch 1: 2 x 1024 x 1024 FLOPs over (x 4 KiB + W 4 MiB) read + y 4 KiB written
     assert check("machine-1", 2 * 1024 * 1024 / (4096 + 4 * 1024 * 1024 + 4096))
-    XM._STATE["host"] = None
     with pytest.raises(ValueError, match="exercises_machine.use"):
         check("machine-2", 15)
     XM.use(HOST)
