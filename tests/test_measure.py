@@ -189,6 +189,9 @@ def test_bandwidth_at_is_the_smallest_swept_size_that_holds_the_working_set():
     assert H.bandwidth_at(HOST, 5e9) == 20e9  # beyond the sweep: main memory
     with pytest.raises(ValueError, match="nbytes"):
         H.bandwidth_at(HOST, 0)
+    noisy = HOST | {"read_sweep": {"1": 100.0, "4": 0.5, "64": 50.0, "1000": 20.0}}
+    assert H.bandwidth_at(noisy, 2e6) == 50e9  # the disturbed 4 MB run reads as the 64 MB level
+    assert H.bandwidth_at(noisy, 1e6) == 100e9
 
 
 def test_predict_is_the_roofline_time_of_each_row():

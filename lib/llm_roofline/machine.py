@@ -216,12 +216,19 @@ def bandwidth_at(host: dict, nbytes: float) -> float:
 
     A step function of the measured sweep: the bandwidth measured at the smallest swept size
     that holds ``nbytes`` (a working set reads no faster than a measured array at least as
-    large), and main memory's beyond the largest size.
+    large), and main memory's beyond the largest size. A smaller working set never reads
+    slower than a larger one, so a swept size that measured slower than a larger size (a run
+    disturbed by another program) counts at the larger size's bandwidth.
     """
     host = _host(host)
     nbytes = validate.real("nbytes", nbytes, minimum=0, open_min=True, unit="bytes")
     sweep = sorted((int(k) * 10**6, v * 1e9) for k, v in host["read_sweep"].items())
-    for size, bandwidth in sweep:
+    floor = 0.0
+    levels = []
+    for size, bandwidth in reversed(sweep):  # from main memory down to the smallest cache
+        floor = max(floor, bandwidth)
+        levels.append((size, floor))
+    for size, bandwidth in reversed(levels):
         if nbytes <= size:
             return bandwidth
     return sweep[-1][1]
