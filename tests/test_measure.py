@@ -48,3 +48,219 @@ def test_blas_info_reports_what_it_knows():
 def test_bad_sizes_are_rejected(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ---- sizes are checked before anything is allocated (issue 14) ---------------------------
+
+
+@pytest.mark.parametrize("call", [
+    lambda: M.copy_bandwidth(10**9),
+    lambda: M.matvec_bandwidth(10**9),
+    lambda: M.copy_bandwidth(M.MAX_SIZE_MB + 1),
+])
+def test_sizes_beyond_the_upper_bound_are_a_value_error_not_a_memory_error(call):
+    with pytest.raises(ValueError, match="size_mb must be an integer from 1 to 65,536"):
+        call()
+
+
+def test_sizes_beyond_the_memory_available_name_the_limit(monkeypatch):
+    monkeypatch.setattr(M, "available_bytes", lambda: 100 * 10**6)
+    # half of 100 MB for the arrays; copy has two of them: at most 25 MB each
+    with pytest.raises(ValueError, match=r"size_mb must be at most 25 MB here: 2 array\(s\) of 60 MB"):
+        M.copy_bandwidth(60)
+    with pytest.raises(ValueError, match="at most 50 MB here: 1 array"):
+        M.matvec_bandwidth(60)
+    with pytest.raises(ValueError, match="n=4096: each matrix must be at most 16 MB"):
+        M.matmul_peak(4096)  # three 67 MB matrices (4096**2 * 4 bytes), rounded up to 68 MB
+
+
+def test_timed_seconds_refuses_an_unknown_statistic_and_dtype():
+    with pytest.raises(ValueError, match="statistic"):
+        M.timed_seconds(lambda: None, 2, "mean")
+    with pytest.raises(ValueError, match="dtype"):
+        M.matmul_peak(16, dtype="fp16")
+
+
+def test_timed_seconds_min_is_at_most_the_median():
+    calls = []
+    fast = M.timed_seconds(lambda: calls.append(1), 5, "min")
+    assert len(calls) == 6 and 0 <= fast
+
+
+def test_dram_size_is_twice_the_cache_within_bounds(monkeypatch):
+    monkeypatch.setattr(M, "available_bytes", lambda: 10**11)
+    monkeypatch.setattr(M, "last_level_cache_bytes", lambda: 32 * 2**20)  # 2 x 33.5 MB < 256
+    assert M.dram_size_mb() == 256
+    monkeypatch.setattr(M, "last_level_cache_bytes", lambda: 480 * 2**20)  # 2 x 503.3 MB
+    assert M.dram_size_mb() == 1006
+    monkeypatch.setattr(M, "last_level_cache_bytes", lambda: 2 * 2**30)  # capped
+    assert M.dram_size_mb() == 1024
+    monkeypatch.setattr(M, "available_bytes", lambda: 400 * 10**6)  # a quarter: 100 MB
+    assert M.dram_size_mb() == 100
+
+
+def test_measure_roofline_is_plain_data_from_its_sweep():
+    host = M.measure_roofline(sweep_mb=(1,), dram_mb=2, copy_mb=1, matmul_n=32, repeats=1,
+                              progress=False)
+    assert set(host["read_sweep"]) == {"1", "2"}
+    assert host["read_GBps"] == host["read_sweep"]["2"]
+    assert host["cache_GBps"] == max(host["read_sweep"].values())
+    assert (host["dtype"], host["read_mb"], host["copy_mb"], host["matmul_n"]) == ("fp32", 2, 1, 32)
+    assert json.loads(json.dumps(host)) == host
+    with pytest.raises(ValueError, match="sweep_mb"):
+        M.measure_roofline(sweep_mb=(0,), progress=False)
+
+
+def test_progress_outside_a_notebook_counts_without_printing(capsys):
+    bar = M.Progress(2, show=True)
+    for _ in range(3):
+        bar.step("x")
+    assert bar.done == 2 and capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="total"):
+        M.Progress(0)
+
+
+# ---- the host as an accelerator (llm_roofline.machine) -----------------------------------
+
+from llm_roofline import hardware  # noqa: E402
+from llm_roofline import machine as H  # noqa: E402
+
+HOST = {  # a made-up measurement with round numbers
+    "read_GBps": 20.0, "cache_GBps": 100.0, "copy_GBps": 15.0, "matmul_GFLOPS": 300.0,
+    "dtype": "fp32", "read_sweep": {"1": 100.0, "64": 50.0, "1000": 20.0}, "read_mb": 1000,
+    "matmul_n": 1536, "repeats": 3, "statistic": "min", "cpu": "Test CPU", "cpu_count": 4,
+    "memory_bytes": 16 * 2**30, "blas": {"library": "openblas", "version": "0.3", "threads": 4},
+}
+
+
+def test_host_accelerator_has_the_measured_roofline():
+    chip = H.host_accelerator(HOST, name="test box")
+    assert (chip.name, chip.memory_type, chip.precisions) == ("test box", "DRAM", ("fp32",))
+    assert chip.bandwidth == 20e9 and chip.peak("fp32") == 300e9
+    assert chip.ridge("fp32") == 15.0  # 300 GFLOP/s / 20 GB/s
+    assert chip.memory_bytes == 16 * 2**30
+    assert "matvec_bandwidth of 1000 MB, best of 3" in chip.sources["bandwidth_gb_s"]
+    assert "15.0 GB/s" in chip.notes and "4 threads" in chip.notes
+    with pytest.raises(ValueError, match="fp32"):
+        chip.peak("bf16")  # the host has only the precision it was measured in
+
+
+@pytest.mark.parametrize("bad", [None, {"read_GBps": 1.0}, [HOST]])
+def test_host_accelerator_refuses_what_measure_did_not_return(bad):
+    with pytest.raises(ValueError, match="host must be the dict"):
+        H.host_accelerator(bad)
+    with pytest.raises(ValueError, match="name"):
+        H.host_accelerator(HOST, name="  ")
+
+
+def test_saved_accelerator_reads_back_and_is_in_the_library_schema(tmp_path):
+    chip = H.host_accelerator(HOST, name="test box")
+    path = H.save_accelerator(chip, tmp_path / "box.json")
+    record = json.loads(path.read_text())["accelerators"][0]
+    assert record["bandwidth_gb_s"] == 20.0 and record["peak_tflops"] == {"fp32": 0.3}
+    assert record["memory_gib"] == 16.0 and record["interconnect"] is None
+    (back,) = H.load_accelerators(path)
+    assert back == chip  # round figures survive the 6 significant digits exactly
+    # the library's own reader of data/accelerators.json takes the record unchanged
+    assert hardware._from_record(record) == chip
+
+
+def test_saved_figures_keep_six_significant_digits(tmp_path):
+    chip = H.host_accelerator(HOST | {"read_GBps": 27.6964718, "matmul_GFLOPS": 395.0324377})
+    (back,) = H.load_accelerators(H.save_accelerator([chip], tmp_path / "h.json"))
+    assert back.bandwidth == 27.6965e9 and back.peak("fp32") == 0.395032e12
+
+
+def test_loading_a_malformed_file_is_a_value_error(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"accelerators": [{"name": "x"}]}')
+    with pytest.raises(ValueError, match="not an accelerator data file"):
+        H.load_accelerators(bad)
+    with pytest.raises(ValueError, match="cannot read"):
+        H.load_accelerators(tmp_path / "missing.json")
+
+
+def test_bandwidth_at_is_the_smallest_swept_size_that_holds_the_working_set():
+    assert H.bandwidth_at(HOST, 0.5e6) == 100e9
+    assert H.bandwidth_at(HOST, 1e6) == 100e9
+    assert H.bandwidth_at(HOST, 2e6) == 50e9
+    assert H.bandwidth_at(HOST, 64e6) == 50e9
+    assert H.bandwidth_at(HOST, 65e6) == 20e9
+    assert H.bandwidth_at(HOST, 5e9) == 20e9  # beyond the sweep: main memory
+    with pytest.raises(ValueError, match="nbytes"):
+        H.bandwidth_at(HOST, 0)
+    noisy = HOST | {"read_sweep": {"1": 100.0, "4": 0.5, "64": 50.0, "1000": 20.0}}
+    assert H.bandwidth_at(noisy, 2e6) == 50e9  # the disturbed 4 MB run reads as the 64 MB level
+    assert H.bandwidth_at(noisy, 1e6) == 100e9
+
+
+def test_predict_is_the_roofline_time_of_each_row():
+    row = {"phase": "decode", "op": "q_proj", "flops": 2 * 10**9, "bytes_read": 10**9,
+           "bytes_written": 0, "seconds": 0.1, "calls": 2}
+    (p,) = H.predict([row], HOST)
+    # compute 2e9 / 300e9 = 6.7 ms; memory 1e9 / 20e9 = 50 ms: memory-bound, 50 ms
+    assert p["intensity"] == 2.0 and p["bound"] == "memory"
+    assert p["predicted_s"] == pytest.approx(0.05) and p["error"] == pytest.approx(-0.5)
+    (p,) = H.predict([row], HOST, footprint=2e6)  # in the 64 MB level: 1e9 / 50e9 = 20 ms
+    assert p["predicted_s"] == pytest.approx(0.02)
+    (p,) = H.predict([row], HOST, overhead={"q_proj": 0.01})  # + 2 calls x 10 ms
+    assert p["predicted_s"] == pytest.approx(0.07) and p["error"] == pytest.approx(-0.3)
+    compute = row | {"flops": 3 * 10**10}  # 100 ms of compute > 50 ms of memory
+    (p,) = H.predict([compute], HOST)
+    assert p["bound"] == "compute" and p["predicted_s"] == pytest.approx(0.1)
+
+
+def test_totals_sum_per_phase():
+    rows = [
+        {"phase": "prefill", "op": "q_proj", "flops": 10**9, "bytes_read": 10**8,
+         "bytes_written": 10**7, "seconds": 0.01, "calls": 1, "predicted_s": 0.005},
+        {"phase": "decode", "op": "q_proj", "flops": 10**8, "bytes_read": 3 * 10**8,
+         "bytes_written": 0, "seconds": 0.03, "calls": 4, "predicted_s": 0.03},
+        {"phase": "decode", "op": "lm_head", "flops": 10**7, "bytes_read": 10**8,
+         "bytes_written": 0, "seconds": 0.01, "calls": 4, "predicted_s": 0.01},
+    ]
+    tot = H.totals(rows)
+    assert tot["prefill"]["bytes"] == 110_000_000 and tot["prefill"]["error"] == pytest.approx(-0.5)
+    assert tot["decode"]["flops"] == 110_000_000 and tot["decode"]["seconds"] == pytest.approx(0.04)
+    assert tot["decode"]["error"] == pytest.approx(0.0)
+
+
+def test_footprint_is_weights_plus_kv_cache():
+    micro = H.chapter_models()["micro"]
+    # per layer q 16x16, k and v 8x16, o 16x16, gate and up 32x16, down 16x32, two norms of 16:
+    per_layer = 256 + 128 + 128 + 256 + 512 + 512 + 512 + 32
+    params = 2 * per_layer + 64 * 16 + 64 * 16 + 16  # embed, lm_head, final norm
+    kv_per_token = 2 * 2 * 1 * 8  # K and V, 2 layers, 1 KV head, head_dim 8
+    assert H.footprint_bytes(micro, 2, 10) == (params + 2 * 10 * kv_per_token) * 4 == 29_504
+
+
+def test_profile_keeps_one_prefill_and_the_decode_steps():
+    from llm_roofline.tiny import TinyLlama
+
+    model = TinyLlama.random(H.chapter_models()["micro"], seed=0)
+    rows = H.profile(model, 2, 5, 3, runs=2)
+    calls = {(r["phase"], r["op"]): r["calls"] for r in rows}
+    assert calls[("prefill", "lm_head")] == 1 and calls[("decode", "lm_head")] == 3
+    assert H.rows_steps(rows) == 3 and all(r["batch"] == 2 and r["prompt_len"] == 5 for r in rows)
+    overhead = H.per_call(rows)
+    assert set(overhead) == {r["op"] for r in rows} and all(v >= 0 for v in overhead.values())
+
+
+# ---- chapter 8's answer checks --------------------------------------------------------------
+
+
+def test_machine_answer_checks(monkeypatch):
+    from llm_roofline import exercises_machine as XM
+    from llm_roofline.exercises import check
+
+    monkeypatch.setitem(XM._STATE, "host", None)  # restored after the test
+    # L's q_proj at batch 1: 2 x 1024 x 1024 FLOPs over (x 4 KiB + W 4 MiB) read + y 4 KiB written
+    assert check("machine-1", 2 * 1024 * 1024 / (4096 + 4 * 1024 * 1024 + 4096))
+    with pytest.raises(ValueError, match="exercises_machine.use"):
+        check("machine-2", 15)
+    XM.use(HOST)
+    assert check("machine-2", 15.0)  # 300 GFLOP/s / 20 GB/s
+    assert check("machine-3", 30) and not check("machine-3", 29)  # I = B / 2 >= 15
+    assert not check("machine-4", 1.0)
+    with pytest.raises(ValueError, match="host must be the dict"):
+        XM.use({"read_GBps": 1})

@@ -11,6 +11,14 @@ x86 CPUs an ordinary store first reads the destination line into the cache (writ
 so the memory bus can carry up to ``3 x size`` (less where the copy uses non-temporal stores,
 as a large ``memcpy`` may), and a read-only kernel such as a GEMV can then run above "100 % of
 copy bandwidth". Compare read-only kernels with :func:`matvec_bandwidth`.
+
+Sizes are checked before anything is allocated: a size beyond :data:`MAX_SIZE_MB`, or whose
+arrays would not fit in the memory available now, raises ``ValueError`` (never
+``MemoryError``). :func:`measure_roofline` measures everything chapter 8 needs (a read
+bandwidth per working-set size, the hierarchical roofline's slopes; copy; the matmul peak at
+a dtype) with a progress bar, and :func:`timed_seconds` can report the best run instead of
+the median: on a shared machine the best run is the one no other process disturbed, which
+is what STREAM reports too.
 """
 
 from __future__ import annotations
@@ -22,7 +30,14 @@ from time import perf_counter
 
 import numpy as np
 
+from . import validate
+
 MB = 10**6
+MAX_SIZE_MB = 65_536
+"""The largest array a bandwidth benchmark accepts, MB (64 GB): far past any cache."""
+
+_STATISTICS = ("median", "min")
+_MATMUL_DTYPES = {"fp32": np.float32, "fp64": np.float64}
 
 
 def _positive_int(value, field: str) -> int:
@@ -31,52 +46,110 @@ def _positive_int(value, field: str) -> int:
     return value
 
 
-def median_seconds(fn, repeats: int) -> float:
-    """Median wall time of ``repeats`` calls of ``fn()``, in seconds, after one untimed call."""
+def available_bytes() -> int | None:
+    """Memory the system can give a new allocation now (bytes), or None if unknown.
+
+    ``psutil.virtual_memory().available`` if psutil is installed, else ``MemAvailable`` from
+    ``/proc/meminfo`` (Linux), else the free physical pages (``os.sysconf``).
+    """
+    try:
+        import psutil
+    except ImportError:
+        pass
+    else:
+        return int(psutil.virtual_memory().available)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _size_mb(value, field: str, arrays: int) -> int:
+    """``value`` (MB per array) if it is a whole number of MB whose ``arrays`` arrays fit now.
+
+    At most :data:`MAX_SIZE_MB`, and at most half the available memory for all the arrays
+    together (the rest is the notebook's, and the system's).
+    """
+    size = validate.integer(field, value, minimum=1, maximum=MAX_SIZE_MB)
+    free = available_bytes()
+    if free is not None and arrays * size * MB > free // 2:
+        limit = max(free // 2 // (arrays * MB), 0)
+        raise ValueError(
+            f"{field} must be at most {limit:,} MB here: {arrays} array(s) of {size:,} MB would "
+            f"take more than half of the {free / MB:,.0f} MB of memory available now"
+        )
+    return size
+
+
+def timed_seconds(fn, repeats: int, statistic: str = "median") -> float:
+    """Wall time of ``fn()`` in seconds: the median (or ``"min"``, the best) of ``repeats``
+    timed calls after one untimed warm-up call."""
     _positive_int(repeats, "repeats")
+    statistic = validate.choice("statistic", statistic, _STATISTICS)
     fn()  # warm up: page in the arrays, start the BLAS threads
     times = []
     for _ in range(repeats):
         t0 = perf_counter()
         fn()
         times.append(perf_counter() - t0)
-    return median(times)
+    return median(times) if statistic == "median" else min(times)
 
 
-def copy_bandwidth(size_mb: int = 128, repeats: int = 5) -> float:
+def median_seconds(fn, repeats: int) -> float:
+    """Median wall time of ``repeats`` calls of ``fn()``, in seconds, after one untimed call."""
+    return timed_seconds(fn, repeats, "median")
+
+
+def copy_bandwidth(size_mb: int = 128, repeats: int = 5, statistic: str = "median") -> float:
     """STREAM-like copy of a ``size_mb`` MB float32 array into another, in GB/s.
 
     Counts the bytes read plus the bytes written (2 x size), as STREAM's copy does; with
     write-allocate caches (most x86 CPUs) the bus may carry up to 3 x size (module notes).
+    NumPy copies on one core. A size whose two arrays do not fit in memory raises ValueError.
     """
-    n = _positive_int(size_mb, "size_mb") * MB // 4
+    n = _size_mb(size_mb, "size_mb", arrays=2) * MB // 4
     src = np.ones(n, np.float32)
     dst = np.empty_like(src)
-    return 2 * src.nbytes / median_seconds(lambda: np.copyto(dst, src), repeats) / 1e9
+    seconds = timed_seconds(lambda: np.copyto(dst, src), repeats, statistic)
+    return 2 * src.nbytes / seconds / 1e9
 
 
-def matvec_bandwidth(size_mb: int = 128, repeats: int = 5) -> float:
+def matvec_bandwidth(size_mb: int = 128, repeats: int = 5, statistic: str = "median") -> float:
     """Read-only traffic: a float32 matrix of ``size_mb`` MB times a vector, in GB/s.
 
     This is the decode step of a language model: every weight read once, two FLOPs each.
-    Counts the matrix, the vector and the result.
+    Counts the matrix, the vector and the result. The BLAS runs it on all its threads.
     """
-    cols = 4096
-    rows = max(1, _positive_int(size_mb, "size_mb") * MB // (4 * cols))
+    size = _size_mb(size_mb, "size_mb", arrays=1)
+    cols = 4096 if size >= 16 else 1024  # small sizes: enough rows for every thread
+    rows = max(1, size * MB // (4 * cols))
     w = np.ones((rows, cols), np.float32)
     x = np.ones(cols, np.float32)
     moved = w.nbytes + x.nbytes + rows * 4
-    return moved / median_seconds(lambda: w @ x, repeats) / 1e9
+    return moved / timed_seconds(lambda: w @ x, repeats, statistic) / 1e9
 
 
-def matmul_peak(n: int = 1024, repeats: int = 5) -> float:
-    """float32 ``n x n`` by ``n x n`` matrix product, ``2 n^3`` FLOPs, in GFLOP/s."""
+def matmul_peak(n: int = 1024, repeats: int = 5, dtype: str = "fp32",
+                statistic: str = "median") -> float:
+    """``n x n`` by ``n x n`` matrix product in ``dtype`` ("fp32" or "fp64"), ``2 n^3``
+    FLOPs, in GFLOP/s."""
     _positive_int(n, "n")
+    key = validate.choice("dtype", dtype, _MATMUL_DTYPES,
+                          aliases={"float32": "fp32", "float64": "fp64", "float": "fp32"})
+    kind = _MATMUL_DTYPES[key]
+    _size_mb(max(1, -(-n * n * np.dtype(kind).itemsize // MB)), f"n={n}: each matrix", arrays=3)
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
+    a = rng.standard_normal((n, n)).astype(kind)
+    b = rng.standard_normal((n, n)).astype(kind)
     out = np.empty_like(a)
-    return 2 * n**3 / median_seconds(lambda: np.matmul(a, b, out=out), repeats) / 1e9
+    return 2 * n**3 / timed_seconds(lambda: np.matmul(a, b, out=out), repeats, statistic) / 1e9
 
 
 def _openblas_calls() -> dict:
@@ -144,5 +217,160 @@ def measure_host(bandwidth_mb: int = 128, matmul_n: int = 1024, repeats: int = 5
         "matmul_n": matmul_n,
         "repeats": repeats,
         "cpu_count": os.cpu_count(),
+        "blas": blas_info(),
+    }
+
+
+def cpu_name() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux, else ``platform``)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def last_level_cache_bytes() -> int | None:
+    """Size of the largest CPU cache the OS reports (Linux sysfs), bytes; None if unknown.
+
+    A virtual machine may report its host's cache, or a made-up one: the read-bandwidth
+    sweep of :func:`measure_roofline` shows where the cache really ends.
+    """
+    sizes = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    for name in names:
+        try:
+            with open(f"{base}/{name}/size") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text and text[-1] in units and text[:-1].isdigit():
+            sizes.append(int(text[:-1]) * units[text[-1]])
+    return max(sizes) if sizes else None
+
+
+def total_memory_bytes() -> int | None:
+    """The machine's physical memory, bytes (psutil, else ``os.sysconf``); None if unknown."""
+    try:
+        import psutil
+    except ImportError:
+        pass
+    else:
+        return int(psutil.virtual_memory().total)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class Progress:
+    """A text progress bar that updates in place in Jupyter and reads right when saved.
+
+    In a notebook it is one display output updated with ``update_display``: a live bar while
+    it runs, and its last state (``[##########] 6/6 ... done``) is what the saved notebook
+    and the website show. Outside IPython it prints nothing. ``step(label)`` advances it.
+    """
+
+    def __init__(self, total: int, title: str = "measuring", show: bool = True):
+        self.total, self.done, self.title = _positive_int(total, "total"), 0, title
+        self._start = perf_counter()
+        self._handle = None
+        if show:
+            try:
+                from IPython import get_ipython
+                from IPython.display import display
+            except ImportError:
+                return
+            if get_ipython() is not None:
+                self._handle = display(self._text("starting"), display_id=True)
+
+    def _text(self, label: str):
+        from IPython.display import Pretty
+
+        width = 20
+        filled = width * self.done // self.total
+        bar = "#" * filled + "." * (width - filled)
+        return Pretty(f"{self.title} [{bar}] {self.done}/{self.total} {label}")
+
+    def step(self, label: str = "") -> None:
+        """Mark one more step done; ``label`` says what comes next (or what was done)."""
+        self.done = min(self.done + 1, self.total)
+        if self._handle is not None:
+            if self.done == self.total:
+                label = f"done in {perf_counter() - self._start:.1f} s"
+            self._handle.update(self._text(label))
+
+
+def dram_size_mb() -> int:
+    """A read-benchmark size (MB) past the last-level cache: twice the cache the OS reports,
+    at least 256 MB, at most 1,024 MB and a quarter of the memory available."""
+    llc = last_level_cache_bytes() or 32 * MB
+    free = available_bytes()
+    top = 1024 if free is None else max(16, min(1024, free // 4 // MB))
+    return int(min(max(256, 2 * llc // MB), top))
+
+
+def measure_roofline(
+    sweep_mb: tuple[int, ...] = (1, 4, 16, 64),
+    dram_mb: int | None = None,
+    copy_mb: int | None = None,
+    matmul_n: int = 1536,
+    dtype: str = "fp32",
+    repeats: int = 3,
+    statistic: str = "min",
+    progress: bool = True,
+) -> dict:
+    """The host's roofline as plain data: a read bandwidth per working-set size, copy
+    bandwidth, the matmul peak in ``dtype``, and what produced them.
+
+    ``read_sweep`` maps each size of ``sweep_mb`` and ``dram_mb`` (MB) to the GEMV read
+    bandwidth there (GB/s): a size that fits in a cache reads at that cache's speed.
+    ``read_GBps`` is the one at ``dram_mb`` (default :func:`dram_size_mb`, past the
+    last-level cache): main memory's slope. ``cache_GBps`` is the fastest of the sweep, the
+    cache's slope. Copy uses two arrays of ``copy_mb`` (default half of ``dram_mb``).
+    ``statistic="min"`` keeps the best of ``repeats`` runs (the module notes say why).
+    Bandwidths in GB/s, the peak in GFLOP/s. With ``progress`` a text bar shows the steps.
+    """
+    dram = dram_size_mb() if dram_mb is None else _size_mb(dram_mb, "dram_mb", arrays=1)
+    copy_mb = max(1, dram // 2) if copy_mb is None else copy_mb
+    sizes = sorted({_size_mb(s, "sweep_mb", arrays=1) for s in sweep_mb} | {dram})
+    key = validate.choice("dtype", dtype, _MATMUL_DTYPES,
+                          aliases={"float32": "fp32", "float64": "fp64", "float": "fp32"})
+    bar = Progress(len(sizes) + 2, "measuring the host", show=progress)
+    sweep = {}
+    for size in sizes:  # small sizes are quick: more runs, so that one of them is undisturbed
+        runs = max(repeats, min(64, 64 // size))
+        sweep[size] = matvec_bandwidth(size, runs, statistic)
+        bar.step(f"read {size} MB: {sweep[size]:.1f} GB/s")
+    copy = copy_bandwidth(copy_mb, repeats, statistic)
+    bar.step(f"copy 2 x {copy_mb} MB: {copy:.1f} GB/s")
+    peak = matmul_peak(matmul_n, repeats, key, statistic)
+    bar.step(f"matmul {matmul_n}: {peak:.1f} GFLOP/s")
+    return {
+        "read_GBps": sweep[dram],
+        "cache_GBps": max(sweep.values()),
+        "copy_GBps": copy,
+        "matmul_GFLOPS": peak,
+        "dtype": key,
+        "read_sweep": {str(k): v for k, v in sweep.items()},
+        "read_mb": dram,
+        "copy_mb": copy_mb,
+        "matmul_n": matmul_n,
+        "repeats": repeats,
+        "statistic": statistic,
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "last_level_cache_bytes": last_level_cache_bytes(),
+        "memory_bytes": total_memory_bytes(),
         "blas": blas_info(),
     }

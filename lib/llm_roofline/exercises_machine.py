@@ -1,0 +1,98 @@
+"""Answer checks for chapter 8 (``notebooks/08_your_machine``): ``check("machine-2", 12.3)``.
+
+Two of the answers depend on nothing but the library (``machine-1``, intensities); the
+others depend on the reader's own machine, so they are computed from the measurements the
+notebook made: call :func:`use` with the dict ``measure.measure_roofline()`` returned before
+checking them. Importing this module registers the exercises with
+:func:`llm_roofline.exercises.register`; check them with :func:`llm_roofline.exercises.check`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .exercises import register
+
+__all__ = ["use"]
+
+_STATE: dict = {"host": None}
+
+
+def use(host: dict) -> None:
+    """Check the machine-dependent answers against ``host`` (``measure_roofline()``'s dict)."""
+    from .machine import host_accelerator
+
+    host_accelerator(host)  # raises ValueError if host is not such a dict
+    _STATE["host"] = host
+
+
+def _chip():
+    from .machine import host_accelerator
+
+    if _STATE["host"] is None:
+        raise ValueError(
+            "this answer depends on your machine: measure it first and call "
+            "llm_roofline.exercises_machine.use(host)"
+        )
+    return host_accelerator(_STATE["host"])
+
+
+def _l_decode(batch: int = 1, context: int = 64):
+    from . import formulas as F
+    from .machine import chapter_models
+
+    costs = F.op_costs(chapter_models()["L"], batch, 1, context - 1, weight_dtype="fp32")
+    return costs
+
+
+def _machine_1() -> float:
+    return _l_decode()["q_proj"].intensity
+
+
+def _machine_2() -> float:
+    chip = _chip()
+    return chip.ridge(next(iter(chip.peaks)))
+
+
+def _machine_3() -> float:
+    return float(math.ceil(2 * _machine_2()))
+
+
+def _machine_4() -> float:
+    from .formulas import total
+
+    return 1e3 * total(_l_decode()).bytes / _chip().bandwidth
+
+
+def _machine_5() -> float:
+    from .estimate import estimate
+
+    e = estimate("llama-3-8b", _chip(), 1, 512, 128, weight_dtype="fp32", kv_dtype="fp32",
+                 act_dtype="fp32")
+    return 1e3 * e.tpot_s
+
+
+register(
+    "machine-1", _machine_1, unit="FLOPs/byte",
+    hint="2 FLOPs per weight per token; 4 bytes per float32 weight; count x and y too.",
+)
+register(
+    "machine-2", _machine_2, unit="FLOPs/byte",
+    hint="the ridge is the measured matmul peak over the measured read bandwidth; mind "
+    "GFLOP/s against GB/s.",
+)
+register(
+    "machine-3", _machine_3, unit="sequences", rtol=0.0,
+    hint="in float32 a decode step's linear layers do 2 FLOPs per 4-byte weight per sequence: "
+    "I = B / 2; find the first whole B at or past your ridge.",
+)
+register(
+    "machine-4", _machine_4, unit="ms", rtol=0.05,
+    hint="a memory-bound step takes bytes / bandwidth; sum the bytes of every operation of one "
+    "step (formulas.op_costs in fp32).",
+)
+register(
+    "machine-5", _machine_5, unit="ms", rtol=0.02,
+    hint="estimate(..., weight_dtype='fp32', kv_dtype='fp32', act_dtype='fp32') with your "
+    "machine as the accelerator; tpot_s is in seconds.",
+)

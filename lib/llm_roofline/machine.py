@@ -1,0 +1,368 @@
+"""Your own machine as an accelerator: its measured roofline, and predictions checked against it.
+
+The pieces of chapter 8 (``notebooks/08_your_machine``):
+
+- :func:`host_accelerator` turns what :func:`llm_roofline.measure.measure_roofline` measured
+  into an :class:`~llm_roofline.hardware.Accelerator` (bandwidth: the GEMV read bandwidth of
+  main memory; peak: the BLAS matmul rate at the measured dtype), usable wherever the
+  library takes a chip, ``llm_roofline.estimate`` included.
+- :func:`save_accelerator` writes it to a JSON data file in the schema of the library's own
+  ``data/accelerators.json`` (human units: GiB, GB/s, TFLOPS, with a source for every
+  figure); :func:`load_accelerators` reads such a file back::
+
+      host = measure.measure_roofline()
+      chip = host_accelerator(host, name="my laptop")
+      save_accelerator(chip, "my_laptop.json")
+      chip = load_accelerators("my_laptop.json")[0]
+      llm_roofline.estimate(cfg, chip, 1, 128, 64, weight_dtype="fp32", kv_dtype="fp32",
+                            act_dtype="fp32")
+
+- :func:`profile` runs the tiny transformer and keeps, per phase and operation, the counted
+  FLOPs and bytes and the measured seconds of its best run; :func:`predict` adds each
+  operation's roofline time ``max(FLOPs / peak, bytes / bandwidth)`` and the error of it;
+  :func:`totals` sums them per phase. The refinements of the chapter's "where the model
+  breaks" are options of :func:`predict`: the read bandwidth at the working set's size (a
+  hierarchical roofline, :func:`bandwidth_at`) and a fixed cost per call (:func:`per_call`).
+- :func:`plot_roofline` draws a roofline with measured or predicted points on it.
+
+Units: seconds, bytes, FLOP; bandwidths in bytes/s and peaks in FLOP/s inside an
+``Accelerator``, GB/s and GFLOP/s in the ``host`` dict that ``measure`` returns.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+
+from . import validate
+from .hardware import Accelerator
+from .models import ModelConfig
+
+__all__ = [
+    "BLAS_OPS", "chapter_models", "host_accelerator", "accelerator_record", "save_accelerator",
+    "load_accelerators",
+    "bandwidth_at", "footprint_bytes", "profile", "per_call", "predict", "totals", "rows_steps",
+    "plot_roofline",
+]
+
+BLAS_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+            "lm_head", "attn_scores", "attn_values")
+"""Operations the tiny model runs as one BLAS matrix product; the others are NumPy
+element-wise code (norms, RoPE, softmax, the SwiGLU activation, residuals, cache writes)."""
+
+def chapter_models() -> dict[str, ModelConfig]:
+    """The tiny transformers chapter 8 measures, by size: weights in float32 of about 2 MB
+    (in a core's L2 cache or any L3), 16 MB (in most L3 caches) and 214 MB (in main memory
+    on most machines), and ``micro``, so small that its run time is all fixed costs."""
+    common = dict(max_context=512)
+    return {
+        "micro": ModelConfig("micro", vocab_size=64, hidden_size=16, intermediate_size=32,
+                             n_layers=2, n_heads=2, n_kv_heads=1, head_dim=8, **common),
+        "S": ModelConfig("S", vocab_size=512, hidden_size=128, intermediate_size=344,
+                         n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, **common),
+        "M": ModelConfig("M", vocab_size=1024, hidden_size=384, intermediate_size=1024,
+                         n_layers=2, n_heads=6, n_kv_heads=2, head_dim=64, **common),
+        "L": ModelConfig("L", vocab_size=4096, hidden_size=1024, intermediate_size=2816,
+                         n_layers=4, n_heads=16, n_kv_heads=4, head_dim=64, **common),
+    }
+
+
+_HOST_KEYS = ("read_GBps", "cache_GBps", "copy_GBps", "matmul_GFLOPS", "dtype", "read_sweep")
+
+
+def _host(host) -> dict:
+    if not isinstance(host, dict) or any(k not in host for k in _HOST_KEYS):
+        raise ValueError(
+            "host must be the dict measure.measure_roofline() returns, with keys "
+            f"{', '.join(_HOST_KEYS)}; got {validate.shorten(host)}"
+        )
+    return host
+
+
+def host_accelerator(host: dict, *, name: str | None = None) -> Accelerator:
+    """The measured host as an ``Accelerator``: main-memory read bandwidth, BLAS peak.
+
+    ``host`` is what :func:`llm_roofline.measure.measure_roofline` returns. The peak is
+    stored under the dtype it was measured in (``"fp32"`` by default), the only precision
+    the chip then has. Memory is the machine's RAM; the copy and cache bandwidths and the
+    BLAS that produced the peak go into ``notes``; ``sources`` say how and when each figure
+    was measured.
+    """
+    host = _host(host)
+    blas = host.get("blas") or {}
+    cpu = host.get("cpu") or "unknown CPU"
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"name must be a non-empty string, got {validate.shorten(name)}")
+    name = name or f"this machine ({cpu})"
+    when = _dt.date.today().isoformat()
+    how = f"best of {host.get('repeats', '?')}" if host.get("statistic") == "min" else "median"
+    threads = blas.get("threads")
+    library = " ".join(str(x) for x in (blas.get("library"), blas.get("version")) if x)
+    return Accelerator(
+        name=name,
+        vendor="measured",
+        architecture=f"{cpu}, {host.get('cpu_count') or '?'} logical CPUs",
+        memory_bytes=float(host.get("memory_bytes") or 0),
+        memory_type="DRAM",
+        bandwidth=float(host["read_GBps"]) * 1e9,
+        peaks={host["dtype"]: float(host["matmul_GFLOPS"]) * 1e9},
+        interconnect=None,
+        interconnect_bandwidth=None,
+        sources={
+            "memory_gib": f"total RAM reported by the OS, {when}",
+            "bandwidth_gb_s": f"measured {when}: llm_roofline.measure.matvec_bandwidth of "
+            f"{host.get('read_mb', '?')} MB, {how}",
+            "peak_tflops": f"measured {when}: llm_roofline.measure.matmul_peak n="
+            f"{host.get('matmul_n', '?')}, {host['dtype']}, {how}; BLAS {library or 'unknown'}"
+            f"{f' ({threads} threads)' if threads else ''}",
+        },
+        notes=(
+            f"Measured, not a datasheet. Copy bandwidth {host['copy_GBps']:.1f} GB/s (one "
+            f"core, read + write); fastest cache read {host['cache_GBps']:.1f} GB/s; BLAS "
+            f"{library or 'unknown'}, kernel {blas.get('kernel') or 'unknown'}, "
+            f"{threads or '?'} threads."
+        ),
+    )
+
+
+def _g(value: float, scale: float) -> float:
+    """``value / scale`` to 6 significant digits: a data file's human figure."""
+    return float(f"{value / scale:.6g}")
+
+
+def accelerator_record(chip: Accelerator) -> dict:
+    """``chip`` as one record of ``data/accelerators.json`` (GiB, GB/s, TFLOPS; 6 digits)."""
+    if not isinstance(chip, Accelerator):
+        raise ValueError(f"chip must be an Accelerator, got {validate.shorten(chip)}")
+    link = None
+    if chip.interconnect is not None:
+        link = {"name": chip.interconnect,
+                "bandwidth_gb_s": _g(chip.interconnect_bandwidth or 0, 1e9)}
+        if chip.link_bandwidth is not None:
+            link["link_gb_s"] = _g(chip.link_bandwidth, 1e9)
+    return {
+        "name": chip.name,
+        "aliases": [],
+        "vendor": chip.vendor,
+        "architecture": chip.architecture,
+        "memory_gib": _g(chip.memory_bytes, 2**30),
+        "memory_type": chip.memory_type,
+        "bandwidth_gb_s": _g(chip.bandwidth, 1e9),
+        "peak_tflops": {k: _g(v, 1e12) for k, v in chip.peaks.items()},
+        "interconnect": link,
+        "sources": dict(chip.sources),
+        "notes": chip.notes,
+    }
+
+
+def save_accelerator(chips: Accelerator | list[Accelerator], path) -> Path:
+    """Write one chip (or several) to ``path`` as a JSON file in the schema of the library's
+    ``data/accelerators.json``: ``{"about": ..., "accelerators": [record, ...]}``.
+
+    Figures are rounded to 6 significant digits. Returns the path written.
+    """
+    chips = [chips] if isinstance(chips, Accelerator) else list(chips)
+    path = Path(path)
+    data = {
+        "about": "Accelerators in the schema of llm_roofline/data/accelerators.json (memory_gib "
+        "in GiB, bandwidth_gb_s in GB/s, peak_tflops in TFLOP/s, dense); written by "
+        "llm_roofline.machine.save_accelerator, read by load_accelerators.",
+        "accelerators": [accelerator_record(c) for c in chips],
+    }
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def load_accelerators(path) -> list[Accelerator]:
+    """The accelerators of a JSON file written by :func:`save_accelerator` (or any file in
+    the schema of ``data/accelerators.json``). A malformed file raises ``ValueError``."""
+    path = Path(path)
+    try:
+        records = json.loads(path.read_text(), parse_float=Decimal)["accelerators"]
+        return [_from_record(r) for r in records]
+    except OSError as err:
+        raise ValueError(f"cannot read accelerator file {str(path)!r}: {err.strerror}") from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, ArithmeticError) as err:
+        raise ValueError(
+            f"{str(path)!r} is not an accelerator data file ({type(err).__name__}: {err})"
+        ) from None
+
+
+def _from_record(r: dict) -> Accelerator:
+    link = r.get("interconnect")
+    return Accelerator(
+        name=r["name"], vendor=r["vendor"], architecture=r["architecture"],
+        memory_bytes=float(Decimal(r["memory_gib"]) * 2**30), memory_type=r["memory_type"],
+        bandwidth=float(Decimal(r["bandwidth_gb_s"]) * 10**9),
+        peaks={k: float(Decimal(v) * 10**12) for k, v in r["peak_tflops"].items()},
+        interconnect=link["name"] if link else None,
+        interconnect_bandwidth=float(Decimal(link["bandwidth_gb_s"]) * 10**9) if link else None,
+        sources=dict(r["sources"]), notes=r.get("notes", ""),
+        link_bandwidth=float(Decimal(link["link_gb_s"]) * 10**9)
+        if link and "link_gb_s" in link else None,
+    )
+
+
+# ---- the hierarchical roofline ---------------------------------------------------------
+
+
+def bandwidth_at(host: dict, nbytes: float) -> float:
+    """Read bandwidth (bytes/s) for a working set of ``nbytes``: the hierarchical roofline's
+    slope for it.
+
+    A step function of the measured sweep: the bandwidth measured at the smallest swept size
+    that holds ``nbytes`` (a working set reads no faster than a measured array at least as
+    large), and main memory's beyond the largest size. A smaller working set never reads
+    slower than a larger one, so a swept size that measured slower than a larger size (a run
+    disturbed by another program) counts at the larger size's bandwidth.
+    """
+    host = _host(host)
+    nbytes = validate.real("nbytes", nbytes, minimum=0, open_min=True, unit="bytes")
+    sweep = sorted((int(k) * 10**6, v * 1e9) for k, v in host["read_sweep"].items())
+    floor = 0.0
+    levels = []
+    for size, bandwidth in reversed(sweep):  # from main memory down to the smallest cache
+        floor = max(floor, bandwidth)
+        levels.append((size, floor))
+    for size, bandwidth in reversed(levels):
+        if nbytes <= size:
+            return bandwidth
+    return sweep[-1][1]
+
+
+def footprint_bytes(cfg, batch: int, context: int, itemsize: int = 4) -> int:
+    """Bytes a decode step of ``cfg`` re-reads: all weights plus the KV cache of ``batch``
+    sequences of ``context`` tokens, at ``itemsize`` bytes per number."""
+    batch = validate.integer("batch", batch)
+    context = validate.integer("context", context)
+    return int((cfg.n_params + batch * cfg.kv_cache_elements(context)) * itemsize)
+
+
+# ---- measured against predicted ----------------------------------------------------------
+
+
+def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 3,
+            seed: int = 0) -> list[dict]:
+    """Run ``model.generate`` on ``batch`` random prompts of ``prompt_len`` tokens for one
+    prefill and ``n_decode`` decode steps, ``runs`` times; the rows of the fastest run.
+
+    One row per (phase, operation), as ``Tally.rows`` gives them: FLOPs, bytes read and
+    written (counted), seconds (measured) and calls, plus ``batch`` and ``prompt_len``.
+    """
+    from .tiny import Tally
+
+    batch = validate.integer("batch", batch)
+    prompt_len = validate.integer("prompt_len", prompt_len)
+    n_decode = validate.integer("n_decode", n_decode)
+    runs = validate.integer("runs", runs, maximum=100)
+    prompt = np.random.default_rng(seed).integers(0, model.cfg.vocab_size, (batch, prompt_len))
+    best, best_s = None, float("inf")
+    for _ in range(runs):
+        tally = Tally()
+        model.generate(prompt, n_decode + 1, tally=tally)
+        if tally.seconds() < best_s:
+            best, best_s = tally, tally.seconds()
+    return [r | {"batch": batch, "prompt_len": prompt_len} for r in best.rows()]
+
+
+def per_call(rows: list[dict]) -> dict[str, float]:
+    """Seconds per call of each operation of ``rows`` (both phases pooled): measured on a
+    model so small that its FLOPs and bytes take no time, this is the fixed cost of a call."""
+    pooled: dict[str, list[float]] = {}
+    for r in rows:
+        s, n = pooled.setdefault(r["op"], [0.0, 0])
+        pooled[r["op"]] = [s + r["seconds"], n + r["calls"]]
+    return {op: s / n for op, (s, n) in pooled.items() if n}
+
+
+def predict(rows: list[dict], host: dict, *, footprint: float | None = None,
+            overhead: dict[str, float] | None = None) -> list[dict]:
+    """Each row with its roofline prediction: ``predicted_s = max(F / P, Q / B)``.
+
+    ``P`` is the measured matmul peak, ``B`` the main-memory read bandwidth, or with
+    ``footprint`` (bytes) the read bandwidth at that working-set size (the hierarchical
+    roofline). ``overhead`` (from :func:`per_call`) adds a fixed cost per call. Adds
+    ``intensity`` (FLOPs/byte), ``bound`` ("memory" or "compute"), ``predicted_s`` and
+    ``error`` (predicted / measured - 1: negative when the prediction is too fast).
+    """
+    host = _host(host)
+    peak = float(host["matmul_GFLOPS"]) * 1e9
+    bandwidth = host["read_GBps"] * 1e9 if footprint is None else bandwidth_at(host, footprint)
+    out = []
+    for r in rows:
+        moved = r["bytes_read"] + r["bytes_written"]
+        t_compute, t_memory = r["flops"] / peak, moved / bandwidth
+        predicted = max(t_compute, t_memory)
+        if overhead is not None:
+            predicted += r["calls"] * overhead.get(r["op"], 0.0)
+        out.append(r | {
+            "intensity": r["flops"] / moved if moved else float("inf"),
+            "bound": "compute" if t_compute > t_memory else "memory",
+            "predicted_s": predicted,
+            "error": predicted / r["seconds"] - 1 if r["seconds"] > 0 else float("nan"),
+        })
+    return out
+
+
+def totals(rows: list[dict]) -> dict[str, dict]:
+    """Per phase: summed FLOPs, bytes, measured and predicted seconds, intensity, error."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        t = out.setdefault(r["phase"], {"flops": 0, "bytes": 0, "seconds": 0.0,
+                                        "predicted_s": 0.0, "calls": 0})
+        t["flops"] += r["flops"]
+        t["bytes"] += r["bytes_read"] + r["bytes_written"]
+        t["seconds"] += r["seconds"]
+        t["predicted_s"] += r.get("predicted_s", 0.0)
+        t["calls"] += r["calls"]
+    for t in out.values():
+        t["intensity"] = t["flops"] / t["bytes"]
+        t["error"] = t["predicted_s"] / t["seconds"] - 1
+    return out
+
+
+def rows_steps(rows: list[dict]) -> int:
+    """Decode steps in ``rows``: the calls of the LM head in the decode phase."""
+    return sum(r["calls"] for r in rows if r["phase"] == "decode" and r["op"] == "lm_head")
+
+
+# ---- the picture --------------------------------------------------------------------------
+
+
+def plot_roofline(ax, peak: float, bandwidth: float, points=(), *, cache_bandwidth=None,
+                  title: str = "", imin: float = 1 / 16, imax: float = 1024.0):
+    """A roofline on log-log axes in GFLOP/s, with points on it; return the Axes.
+
+    ``peak`` in FLOP/s, ``bandwidth`` in bytes/s (the solid line); ``cache_bandwidth``
+    adds a dashed slope for a cache level. ``points`` are ``(intensity, FLOP/s, label,
+    style)`` tuples with ``style`` a dict for ``ax.scatter`` (``label=None``: no text).
+    """
+    peak = validate.real("peak", peak, minimum=0, open_min=True, unit="FLOP/s")
+    bandwidth = validate.real("bandwidth", bandwidth, minimum=0, open_min=True, unit="bytes/s")
+    x = np.geomspace(imin, imax, 256)
+    ax.plot(x, np.minimum(peak, x * bandwidth) / 1e9, color="k",
+            label=f"memory {bandwidth / 1e9:,.1f} GB/s, peak {peak / 1e9:,.0f} GFLOP/s")
+    if cache_bandwidth is not None:
+        ax.plot(x, np.minimum(peak, x * cache_bandwidth) / 1e9, "--", color="0.45",
+                label=f"cache {cache_bandwidth / 1e9:,.1f} GB/s")
+    ax.scatter([peak / bandwidth], [peak / 1e9], color="k", s=14, zorder=3)
+    for intensity, rate, label, style in points:
+        if not (np.isfinite(intensity) and intensity > 0 and rate > 0):
+            continue
+        ax.scatter([intensity], [rate / 1e9], zorder=4, **style)
+        if label:
+            ax.annotate(label, (intensity, rate / 1e9), xytext=(5, -4),
+                        textcoords="offset points", fontsize=9)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlim(imin, imax)
+    ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
+    ax.set_ylabel("performance (GFLOP/s)")
+    ax.grid(True, which="major", alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
