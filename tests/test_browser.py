@@ -209,12 +209,18 @@ def test_page_renders(page, site, entry, width):
     assert not problems, f"{entry} at {width} px: {len(problems)} problems:\n  " + "\n  ".join(problems[:25])
 
 
+SMALL_MULTIPLES_ONLY = {"notebooks/01_dormant_tensor_cores"}
+"""Chapters whose sliders' kernel-free twins are small multiples only (DESIGN.md allows either)."""
+
+
 @pytest.mark.parametrize("entry", [e for e in toc_files() if e.startswith("notebooks/")])
 def test_scrubbers_move(page, site, entry):
     """Each kernel-free slider (matplotlib's to_jshtml) changes its frame when dragged."""
     page.goto(f"{site}/{entry}.html", wait_until="load")
     n = page.locator("div.animation").count()
-    assert n >= 1, f"{entry}: a chapter's sliders need a kernel-free scrubber on the website"
+    if n == 0:  # the page's kernel-free twins are small multiples, plain figures
+        assert entry in SMALL_MULTIPLES_ONLY, f"{entry}: a chapter's sliders need a kernel-free twin"
+        return
     for i in range(n):
         anim = page.locator("div.animation").nth(i)
         anim.scroll_into_view_if_needed()

@@ -287,3 +287,25 @@ def test_realistic_is_a_labelled_calibrated_prediction_beside_the_bound(capsys):
                       (("--realistic", "--engine", "nim"), "unknown engine")):
         code, out, err = run(capsys, *argv, *bad)
         assert code == 2 and out == "" and says in err
+
+
+def test_a_measured_machine_saved_to_a_file_is_an_accelerator_for_the_cli(capsys, tmp_path):
+    from llm_roofline import machine
+
+    host = {"read_GBps": 20.0, "cache_GBps": 100.0, "copy_GBps": 15.0, "matmul_GFLOPS": 300.0,
+            "dtype": "fp32", "read_sweep": {"1000": 20.0}, "read_mb": 1000, "matmul_n": 1536,
+            "repeats": 3, "statistic": "min",
+            "cpu": "Test CPU", "cpu_count": 4, "memory_bytes": 16 * 2**30, "blas": {}}
+    path = machine.save_accelerator(machine.host_accelerator(host, name="my laptop"),
+                                    tmp_path / "mine.json")
+    argv = ("estimate", "--model", "llama-3-8b", "--gpu-file", str(path), "--dtype", "fp32",
+            "--compute-dtype", "fp32", "--json")
+    result = strict_json(run(capsys, *argv, "--gpu", "my laptop")[1])
+    assert result["accelerator"] == "my laptop"
+    # batch 1 decode reads the 8.03B fp32 weights (less the embedding) at 20 GB/s: about 1.5 s
+    assert result["tpot_s"] == pytest.approx(7.5e9 * 4 / 20e9, rel=0.02)
+    code, _, err = run(capsys, *argv, "--gpu", "h100")
+    assert code == 2 and "my laptop" in err  # names what the file holds
+    code, _, err = run(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "x", "--gpu-file",
+                       str(tmp_path / "none.json"))
+    assert code == 2 and "cannot read accelerator file" in err

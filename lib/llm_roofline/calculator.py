@@ -736,7 +736,13 @@ def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -
         return canonical(compute_dtype)
     # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16)
     wanted = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int4": "bf16"}.get(weights, weights)
-    return wanted if wanted in chip.precisions else "bf16"
+    # else dequantised to 16 bits; a chip with no 16-bit peak in the data (a measured CPU has
+    # only the fp32 peak it was measured at) computes in the widest precision it has
+    for dtype in (wanted, "bf16", "fp16", "fp32"):
+        if dtype in chip.precisions:
+            return dtype
+    raise ValueError(f"{chip.name} has no peak for {weights} weights in the data; its tensor "
+                     f"math: {', '.join(chip.precisions)}: pass compute_dtype")
 
 
 def _bits(dtype: str) -> float:

@@ -107,7 +107,10 @@ def _parser() -> argparse.ArgumentParser:
                         f"snapshot); model_type one of: {', '.join(SUPPORTED_MODEL_TYPES)}")
     est.add_argument("--gpu", required=True,
                      help="accelerator name or alias, e.g. h100, h200, mi300x, 4090 (list: "
-                     "the 'gpus' command)")
+                     "the 'gpus' command), or a name in --gpu-file")
+    est.add_argument("--gpu-file", metavar="PATH", default=None,
+                     help="a JSON file of accelerators in the schema of the built-in data, such as "
+                     "your own machine measured and saved by llm_roofline.machine (chapter 8)")
     est.add_argument("--dtype", default="bf16",
                      help=f"weight precision, one of: {dtypes} (default: bf16)")
     est.add_argument("--compute-dtype", default=None, metavar="DTYPE",
@@ -213,6 +216,14 @@ def _json(result) -> str:
 
 
 # --- estimate ------------------------------------------------------------------------------
+def _accelerator(name: str, path: str | None):
+    """A built-in accelerator, or one of those in the file ``--gpu-file`` names."""
+    if path is None:
+        return hardware.get_accelerator(name)
+    chips = {chip.name: chip for chip in hardware.load_accelerators(path)}
+    return chips[validate.choice(f"accelerator in {validate.shorten(path, 60)}", name, chips)]
+
+
 def _points(args):
     """Every (batch, prompt, output, n_gpus) combination asked for, in order."""
     return [(b, p, o, n) for n in args.n_gpus for b in args.batch for p in args.prompt
@@ -221,7 +232,7 @@ def _points(args):
 
 def _estimate(args) -> str:
     cfg = load_config(args.config) if args.config is not None else get_model(args.model)
-    chip = hardware.get_accelerator(args.gpu)
+    chip = _accelerator(args.gpu, args.gpu_file)
     mbu, mfu = validate.fraction("--mbu", args.mbu), validate.fraction("--mfu", args.mfu)
     if args.realistic and (mbu, mfu) != (1.0, 1.0):
         raise ValueError("--realistic takes its MBU and MFU from the fitted preset: drop --mbu/--mfu")

@@ -355,4 +355,4 @@ register("kv-5", _kv_5, unit="(ratio)", rtol=0.05,
 
 
 # Later chapters keep their answer checks in modules of their own, which register here.
-from . import exercises_ch01_ch02, exercises_ch04, exercises_ch06  # noqa: E402, F401
+from . import exercises_ch01_ch02, exercises_ch04, exercises_ch06, exercises_machine  # noqa: E402, F401

@@ -185,6 +185,28 @@ def _from_record(record: dict) -> Accelerator:
     )
 
 
+def load_accelerators(path) -> list[Accelerator]:
+    """The accelerators of a JSON file in the schema of ``data/accelerators.json``.
+
+    For example the reader's own machine, measured and saved by
+    ``llm_roofline.machine.save_accelerator``; the command line reads such a file with
+    ``--gpu-file``. A missing or malformed file raises ``ValueError`` naming it.
+    """
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        records = json.loads(path.read_text(), parse_float=Decimal)["accelerators"]
+        return [_from_record(r) for r in records]
+    except OSError as err:
+        raise ValueError(f"cannot read accelerator file {str(path)!r}: {err.strerror}") from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, ArithmeticError,
+            UnicodeDecodeError) as err:
+        raise ValueError(
+            f"{str(path)!r} is not an accelerator data file ({type(err).__name__}: {err})"
+        ) from None
+
+
 @cache
 def _catalogue() -> tuple[tuple[Accelerator, ...], dict[str, Accelerator]]:
     """All accelerators in file order, and a map from each normalised name or alias to one."""

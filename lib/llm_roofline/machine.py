@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 
-from . import validate
+from . import hardware, validate
 from .hardware import Accelerator
 from .models import ModelConfig
 
@@ -178,36 +177,8 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path) -> Path:
 
 
 def load_accelerators(path) -> list[Accelerator]:
-    """The accelerators of a JSON file written by :func:`save_accelerator` (or any file in
-    the schema of ``data/accelerators.json``). A malformed file raises ``ValueError``."""
-    path = Path(path)
-    try:
-        records = json.loads(path.read_text(), parse_float=Decimal)["accelerators"]
-        return [_from_record(r) for r in records]
-    except OSError as err:
-        raise ValueError(f"cannot read accelerator file {str(path)!r}: {err.strerror}") from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, ArithmeticError) as err:
-        raise ValueError(
-            f"{str(path)!r} is not an accelerator data file ({type(err).__name__}: {err})"
-        ) from None
-
-
-def _from_record(r: dict) -> Accelerator:
-    link = r.get("interconnect")
-    return Accelerator(
-        name=r["name"], vendor=r["vendor"], architecture=r["architecture"],
-        memory_bytes=float(Decimal(r["memory_gib"]) * 2**30), memory_type=r["memory_type"],
-        bandwidth=float(Decimal(r["bandwidth_gb_s"]) * 10**9),
-        peaks={k: float(Decimal(v) * 10**12) for k, v in r["peak_tflops"].items()},
-        interconnect=link["name"] if link else None,
-        interconnect_bandwidth=float(Decimal(link["bandwidth_gb_s"]) * 10**9) if link else None,
-        sources=dict(r["sources"]), notes=r.get("notes", ""),
-        link_bandwidth=float(Decimal(link["link_gb_s"]) * 10**9)
-        if link and "link_gb_s" in link else None,
-    )
-
-
-# ---- the hierarchical roofline ---------------------------------------------------------
+    """The accelerators of a file written by :func:`save_accelerator` (``hardware``'s reader)."""
+    return hardware.load_accelerators(path)
 
 
 def bandwidth_at(host: dict, nbytes: float) -> float:
