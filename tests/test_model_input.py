@@ -168,14 +168,11 @@ def test_a_file_or_a_snapshot_folder_loads_named_from_the_config(tmp_path):
     _write(folder / "config.json", stored)
     by_folder, by_file = load_config(folder), load_config(str(folder / "config.json"))
     assert by_folder == by_file
-    assert by_folder.name == "LlamaForCausalLM"  # architectures[0]: never "config"
+    assert by_folder.name == "my-download"  # the download's folder: never "config"
     assert by_folder.n_params == get_model("llama-3-8b").n_params
     _write(folder / "config.json", stored | {"_name_or_path": "meta-llama/Meta-Llama-3-8B"})
     assert load_config(folder).name == "meta-llama/Meta-Llama-3-8B"
     assert load_config(_write(tmp_path / "llama3.json", stored)).name == "llama3"
-    no_arch = {k: v for k, v in stored.items() if k != "architectures"}
-    _write(folder / "config.json", no_arch)
-    assert load_config(folder).name == "my-download"
     # a Hugging Face cache snapshot: models--org--name/snapshots/<commit>/config.json
     snap = tmp_path / "models--meta-llama--Meta-Llama-3-8B" / "snapshots" / "62bd457b"
     snap.mkdir(parents=True)

@@ -65,7 +65,7 @@ def _machine_4() -> float:
 
 
 def _machine_5() -> float:
-    from .estimate import estimate
+    from .calculator import estimate
 
     e = estimate("llama-3-8b", _chip(), 1, 512, 128, weight_dtype="fp32", kv_dtype="fp32",
                  act_dtype="fp32")

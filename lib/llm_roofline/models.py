@@ -545,8 +545,8 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
 
     The model is named from the config's own ``_name_or_path``, else the file's name (unless it
     is ``config.json``), else the repository of a Hugging Face cache folder
-    (``models--org--name/snapshots/<commit>``), else ``architectures[0]``, else the folder's
-    name. A missing, unreadable, binary, empty, oversized or invalid file, or JSON nested too
+    (``models--org--name/snapshots/<commit>``), else the folder's name, else
+    ``architectures[0]``. A missing, unreadable, binary, empty, oversized or invalid file, or JSON nested too
     deeply to parse, raises a one-line ``ValueError`` naming the path.
     """
     if not isinstance(path, str | os.PathLike):
@@ -611,10 +611,12 @@ def _config_name(config: dict, file: Path) -> str | None:
     folder = file.resolve().parent
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
         return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
+    if folder.name:  # a download's folder is named for its model: "Mistral-7B-v0.1"
+        return folder.name
     arch = config.get("architectures")
     if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip():
         return arch[0].strip()
-    return folder.name or None
+    return None
 
 
 # ---- built-in models ------------------------------------------------------------------------
