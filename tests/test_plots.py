@@ -105,3 +105,17 @@ def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
     plt.close("all")
+
+
+def test_kv_step_bars_by_hand():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    plots.kv_step_bars(ax, 1, 1024)  # Llama-3-8B, one sequence of 1,024 tokens
+    weights, cache = (bar.get_height() for bar in ax.patches)
+    # every weight but the embedding, which reads one row: (8,030,261,248 - 128,256 x 4,096
+    # + 4,096) parameters x 2 bytes; the cache: 1,024 tokens x 2 x 32 layers x 8 x 128 x 2 bytes
+    assert weights == pytest.approx((8_030_261_248 - 128_256 * 4_096 + 4_096) * 2 / 1e9, rel=1e-12)
+    assert cache == pytest.approx(1_024 * 2 * 32 * 8 * 128 * 2 / 1e9, rel=1e-12)
+    assert "1,024" in ax.get_title() and "H100" in ax.get_title()
+    plt.close(fig)

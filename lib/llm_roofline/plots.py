@@ -24,7 +24,7 @@ from .validate import choice, integer, real
 
 __all__ = [
     "COLOURS", "PAGE", "PARTS", "PRECISIONS", "SCALES", "critical_curves", "dashboard",
-    "experts_read", "latency_curves", "memory_bars", "roofline_grid",
+    "experts_read", "kv_step_bars", "latency_curves", "memory_bars", "roofline_grid",
 ]
 
 GiB = 2**30
@@ -282,3 +282,21 @@ def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
                 ax.set_ylabel("TFLOPS")
         fig.tight_layout()
     return fig
+
+
+def kv_step_bars(ax, batch: int, context: int, model: str = "llama-3-8b",
+                 accelerator: str = "H100", ylim: float = 80.0):
+    """One decode step's weight and KV-cache bytes as two bars, titled with its memory time.
+
+    The KV-cache chapter's slider and its twins draw this. Returns the Axes.
+    """
+    from .kv import step_traffic
+
+    traffic = step_traffic(model, batch, context)
+    chip = get_accelerator(accelerator)
+    gb = [traffic["weights"] / 1e9, traffic["kv"] / 1e9]
+    ms = 1e3 * sum(traffic.values()) / chip.bandwidth
+    ax.bar(["weights", "KV cache"], gb, color=[PARTS["weights"], PARTS["KV cache"]])
+    ax.set(ylabel="bytes read per step (GB)", ylim=(0, real("ylim", ylim, minimum=0, open_min=True)),
+           title=f"B = {batch}, context {context:,}: {ms:.1f} ms on an {accelerator}")
+    return ax
