@@ -1,4 +1,6 @@
-"""Answer checks of chapters 1 and 2 (``paradox-*``, ``phases-*``), to fold into exercises.py.
+"""Answer checks of chapters 1 and 2 (``paradox-*``, ``phases-*``).
+
+They register with ``exercises`` when that module is imported.
 
 Importing this module registers them with :func:`llm_roofline.exercises.register`; each
 expected value is computed from the library when first checked.

@@ -1,4 +1,4 @@
-"""Figures and tables of chapters 1 and 2: the paradox and the two phases (to merge into plots.py).
+"""Figures and tables of chapters 1 and 2: the paradox and the two phases.
 
 Pure drawing and table shaping: every number comes in from the caller (the tally, the
 formulas, the calculator); nothing here counts FLOPs or bytes.

@@ -11,7 +11,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from llm_roofline import exercises_ch01_ch02  # noqa: E402, F401
 from llm_roofline.exercises import check  # noqa: E402
 from llm_roofline.formulas import Cost  # noqa: E402
-from llm_roofline.plots_part1 import (  # noqa: E402
+from llm_roofline.plots_ch01_ch02 import (  # noqa: E402
     PHASE_COLORS,
     decode_share,
     op_intensity,
