@@ -1,7 +1,5 @@
 """Answer checks of chapters 1 and 2 (``paradox-*``, ``phases-*``).
 
-They register with ``exercises`` when that module is imported.
-
 Importing this module registers them with :func:`llm_roofline.exercises.register`; each
 expected value is computed from the library when first checked.
 """
