@@ -155,6 +155,14 @@ def phases_on_roofline(
     return ax
 
 
+def _axis(name: str, values, what: str) -> np.ndarray:
+    """The x values of a line chart: a 1-D array of at least two positive numbers."""
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or x.size < 2 or not np.all(x > 0):
+        raise ValueError(f"{name} must be a 1-D array of positive {what}, got {validate.shorten(values)}")
+    return x
+
+
 def intensity_vs_tokens(
     tokens, curves: Mapping[str, np.ndarray], *, ridge: float | None = None,
     ridge_label: str = "ridge", ax=None,
@@ -167,9 +175,7 @@ def intensity_vs_tokens(
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    x = np.asarray(tokens, dtype=float)
-    if x.ndim != 1 or x.size < 2 or not np.all(x > 0):
-        raise ValueError(f"tokens must be a 1-D array of positive counts, got {validate.shorten(tokens)}")
+    x = _axis("tokens", tokens, "counts")
     if not isinstance(curves, Mapping) or not curves:
         raise ValueError("curves must be a non-empty dict of label -> intensities")
     if ax is None:
@@ -205,9 +211,7 @@ def attainable_vs_batch(
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    x = np.asarray(batches, dtype=float)
-    if x.ndim != 1 or x.size < 2 or not np.all(x > 0):
-        raise ValueError(f"batches must be a 1-D array of positive sizes, got {validate.shorten(batches)}")
+    x = _axis("batches", batches, "sizes")
     if not isinstance(schemes, Mapping) or not schemes:
         raise ValueError("schemes must be a non-empty dict of label -> (tflops, critical batch)")
     if ax is None:
