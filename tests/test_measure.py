@@ -255,8 +255,8 @@ def test_machine_answer_checks(monkeypatch):
 
     monkeypatch.setitem(XM._STATE, "host", None)  # restored after the test
     # L's q_proj at batch 1: 2 x 1024 x 1024 FLOPs over (x 4 KiB + W 4 MiB) read + y 4 KiB written
-    # batch 4: 2 x 4 x 1024^2 FLOPs over the fp32 weights and 4 x 1024 fp32 inputs and outputs
-    assert check("machine-1", 2 * 4 * 1024**2 / (4 * 1024**2 + 2 * 4 * 4 * 1024))
+    # batch 4: the fp32 weights (4 x 1024^2 bytes) and 4 x 1024 fp32 inputs and outputs
+    assert check("machine-1", 4 * 1024**2 + 2 * 4 * 4 * 1024)
     with pytest.raises(ValueError, match="exercises_machine.use"):
         check("machine-2", 15)
     XM.use(HOST)

@@ -127,8 +127,6 @@ COINCIDENCES = {
                             "is a ratio of expert counts, not the TPOT (13.2 ms) the exercise asks for",
     ("ttft-2", "16"): "a batch of 16 in the speculative-decoding table, not the TTFT (16.0 ms) the "
                       "exercise asks for",
-    ("machine-1", "1.98"): "the S model's '1.98 MB of weights' in chapter 8's size listing, not the "
-                           "intensity (1.98 FLOPs/byte) of the batch-4 GEMV the exercise asks for",
 }
 
 
