@@ -42,7 +42,7 @@ lab: $(VENV)/.installed
 ## student: the student edition of every notebook (solutions removed) in _build/student
 # --force: _build/student is the build's own folder, rewritten each time (the writer never touches notebooks/).
 student: $(VENV)/.installed
-	$(BIN)/python -m llm_roofline.student notebooks _build/student --force
+	$(BIN)/python -m llm_roofline.course.student notebooks _build/student --force
 
 clean:
 	rm -rf _build

@@ -25,14 +25,8 @@ from statistics import median
 
 import numpy as np
 
-from llm_roofline import formulas as F
-from llm_roofline.measure import (
-    blas_info,
-    copy_bandwidth,
-    matmul_peak,
-    matvec_bandwidth,
-    median_seconds,
-)
+from llm_roofline import counts
+from llm_roofline.measure import blas_info, copy_bandwidth, matmul_peak, matvec_bandwidth, median_seconds
 from llm_roofline.models import ModelConfig
 from llm_roofline.tiny import Tally, TinyLlama, weight_shapes
 
@@ -113,9 +107,9 @@ def main() -> None:
         cache.length -= 1
 
     # FLOPs as executed (the whole score block, then masked) and as a causal kernel needs them
-    pre = F.op_costs(CFG, 1, args.prompt, weight_dtype="fp32", causal=False)
-    pre_causal = F.op_costs(CFG, 1, args.prompt, weight_dtype="fp32", causal=True)
-    dec = F.op_costs(CFG, 1, 1, args.prompt, weight_dtype="fp32")
+    pre = counts.op_costs(CFG, 1, args.prompt, weight_dtype="fp32", causal=False)
+    pre_causal = counts.op_costs(CFG, 1, args.prompt, weight_dtype="fp32", causal=True)
+    dec = counts.op_costs(CFG, 1, 1, args.prompt, weight_dtype="fp32")
     # what a decode step must move: every weight but the embedding table, and the KV cache
     weights_kv = sum(w.nbytes for k, w in model.w.items() if k != "model.embed_tokens.weight")
     weights_kv += dec["kv_read"].bytes_read
@@ -136,7 +130,7 @@ def main() -> None:
                 median_seconds(lambda on=on: step(on), 5 * args.repeats))
     m = {k: median(v) for k, v in rounds.items()}
     decode_GBps = weights_kv / m["decode_s"] / 1e9
-    prefill_GFLOPS = F.total(pre).flops / m["prefill_s"] / 1e9
+    prefill_GFLOPS = counts.total(pre).flops / m["prefill_s"] / 1e9
 
     tally = Tally()
     model.prefill(prompt, tally=tally)
@@ -149,7 +143,7 @@ def main() -> None:
         | {"blas": blas_info()},
         "decode_step": {
             "bytes_weights_and_kv": weights_kv,
-            "bytes_counted": F.total(dec).bytes,
+            "bytes_counted": counts.total(dec).bytes,
             "seconds_tally_off": m["decode_s"],
             "seconds_tally_on": m["decode_tally_s"],
             "GBps_weights_and_kv": decode_GBps,
@@ -162,8 +156,8 @@ def main() -> None:
             "profile": profile(tally, "decode"),
         },
         "prefill": {
-            "flops_executed": F.total(pre).flops,
-            "flops_causal": F.total(pre_causal).flops,
+            "flops_executed": counts.total(pre).flops,
+            "flops_causal": counts.total(pre_causal).flops,
             "seconds_tally_off": m["prefill_s"],
             "seconds_tally_on": m["prefill_tally_s"],
             "GFLOPS_executed": prefill_GFLOPS,

@@ -14,7 +14,7 @@ import pytest
 from llm_roofline.models import get_model
 
 # the module, not the function the package re-exports under its name
-E = importlib.import_module("llm_roofline.calculator")
+E = importlib.import_module("llm_roofline.vram")
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ E = importlib.import_module("llm_roofline.calculator")
     ],
 )
 def test_activation_elements_per_token_by_hand(name, n_gpus, elements):
-    assert E._activation_elements_per_token(get_model(name), n_gpus) == elements
+    assert E.activation_elements_per_token(get_model(name), n_gpus) == elements
 
 
 def test_memory_activations_by_hand():

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from conftest import HTML, SCREENSHOTS
-from llm_roofline import webcalc
+from llm_roofline.course import webcalc
 from test_browser import KNOWN_UPSTREAM_ERRORS, browser, page, site  # noqa: F401  (fixtures)
 from test_webcalc import compare, library, random_settings
 

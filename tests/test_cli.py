@@ -61,9 +61,9 @@ def test_a_model_that_does_not_fit_says_what_would_and_labels_latencies(capsys):
             "--batch", "32", "--prompt", "2048", "--output", "256")
     code, out, _ = run(capsys, *argv)
     assert code == 0 and "DOES NOT FIT" in out and "IF IT FIT" in out
-    needed = lr.calculator.gpus_needed("llama-3-70b", "h100", 32, 2048, 256, weight_dtype="fp8")
+    needed = lr.vram.gpus_needed("llama-3-70b", "h100", 32, 2048, 256, weight_dtype="fp8")
     assert needed == 2 and "--n-gpus 2 " in out
-    most = lr.calculator.max_batch("llama-3-70b", "h100", 2048, 256, weight_dtype="fp8")
+    most = lr.vram.max_batch("llama-3-70b", "h100", 2048, 256, weight_dtype="fp8")
     assert f"--batch {most} " in out
     result = strict_json(run(capsys, *argv, "--json")[1])
     assert result["fits"] is False and result["would_fit"]["n_gpus"] == 2

@@ -11,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from llm_roofline import counts
 from llm_roofline import formulas as F
 from llm_roofline.models import ModelConfig
 from llm_roofline.tiny import Tally, TinyLlama
@@ -50,7 +51,7 @@ def test_every_op_of_every_pass_equals_op_costs(name, dtype, skip_masked, batch,
     w, kv, act = DTYPES[dtype]
     _, passes = run_counted(cfg, dtype, skip_masked, batch, prompt_len, n_decode=3)
     for phase, n_past, n_new, counted in passes:
-        analytic = F.op_costs(cfg, batch, n_new, n_past, weight_dtype=w, kv_dtype=kv,
+        analytic = counts.op_costs(cfg, batch, n_new, n_past, weight_dtype=w, kv_dtype=kv,
                               act_dtype=act, causal=skip_masked)
         assert counted == analytic, (phase, n_past)
 
@@ -60,10 +61,10 @@ def test_tally_sums_phases_over_a_generate_call():
     model = TinyLlama.random(cfg, seed=0)
     tally = Tally()
     model.generate(np.ones((2, 5), int), 4, tally=tally)  # prefill, then 3 decode steps
-    decode = [F.op_costs(cfg, 2, 1, p, weight_dtype="fp32", causal=False) for p in (5, 6, 7)]
-    assert tally.costs("decode") == {op: F.total(d[op] for d in decode) for op in F.OPS}
-    prefill = F.op_costs(cfg, 2, 5, 0, weight_dtype="fp32", causal=False)
-    assert tally.total() == F.total(prefill) + F.total(F.total(d) for d in decode)
+    decode = [counts.op_costs(cfg, 2, 1, p, weight_dtype="fp32", causal=False) for p in (5, 6, 7)]
+    assert tally.costs("decode") == {op: counts.total(d[op] for d in decode) for op in F.OPS}
+    prefill = counts.op_costs(cfg, 2, 5, 0, weight_dtype="fp32", causal=False)
+    assert tally.total() == counts.total(prefill) + counts.total(counts.total(d) for d in decode)
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -7,17 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import llm_roofline as lr
+from llm_roofline import counts
 from llm_roofline import formulas as F
-from llm_roofline.calculator import (
-    _mean_of_max,
-    critical_batch,
-    critical_batches,
-    decode_step,
-    gpus_needed,
-    max_batch,
-    memory,
-    setup,
-)
+from llm_roofline.calculator import _mean_of_max, decode_step
+from llm_roofline.critical import critical_batch, critical_batches
+from llm_roofline.deployment import setup
+from llm_roofline.vram import gpus_needed, max_batch, memory
 
 H100 = lr.get_accelerator("h100-sxm")
 
@@ -136,15 +131,15 @@ def test_decode_at_batch_1_is_the_weights_over_bandwidth():
 
 
 def _prefill_costs(cfg, batch, prompt):
-    """formulas.op_costs of a prefill with the LM head on each sequence's last position only."""
-    costs = F.op_costs(cfg, batch, prompt, act_dtype="bf16")
-    return costs | {"lm_head": F.op_costs(cfg, batch, 1, act_dtype="bf16")["lm_head"]}
+    """counts.op_costs of a prefill with the LM head on each sequence's last position only."""
+    costs = counts.op_costs(cfg, batch, prompt, act_dtype="bf16")
+    return costs | {"lm_head": counts.op_costs(cfg, batch, 1, act_dtype="bf16")["lm_head"]}
 
 
 def test_prefill_is_compute_bound_and_counts_two_flops_per_parameter():
     cfg = lr.get_model("llama-3-8b")
     est = lr.estimate(cfg, H100, 1, 2048, 1)
-    costs = F.total(_prefill_costs(cfg, 1, 2048))
+    costs = counts.total(_prefill_costs(cfg, 1, 2048))
     assert est.prefill_bound == "compute"
     # within 2 %: a few ops are memory-bound on their own, such as the LM head reading its
     # 1 GB of weights for one position
@@ -165,9 +160,9 @@ def test_ttft_is_a_bound_below_the_full_traffic_roofline(name, batch, prompt):
     costs = _prefill_costs(cfg, batch, prompt)
     peak, bw = H100.peak("bf16"), H100.bandwidth
     full = sum(max(c.flops / peak, c.bytes / bw) for c in costs.values())
-    assert F.total(costs).flops / peak <= est.ttft_s <= full * (1 + 1e-12)
+    assert counts.total(costs).flops / peak <= est.ttft_s <= full * (1 + 1e-12)
     # counting the LM head on every prompt position would overstate the bound
-    every = F.op_costs(cfg, batch, prompt, act_dtype="bf16")["lm_head"].flops / peak
+    every = counts.op_costs(cfg, batch, prompt, act_dtype="bf16")["lm_head"].flops / peak
     assert est.ttft_s < every + full - costs["lm_head"].flops / peak
 
 
@@ -520,9 +515,9 @@ def test_expected_experts():
 def test_op_costs_dispatch_and_agree_with_the_vectorised_counts(name):
     cfg = lr.get_model(name)
     for batch, n_new, n_past in [(1, 1, 100), (3, 64, 0)]:
-        costs = F.op_costs(cfg, batch, n_new, n_past, act_dtype="bf16")
+        costs = counts.op_costs(cfg, batch, n_new, n_past, act_dtype="bf16")
         assert tuple(costs) == F.ops_for(cfg)
-        arrays = F.op_elements(cfg, batch, n_new, n_past, absorbed=n_new == 1)
+        arrays = counts.op_elements(cfg, batch, n_new, n_past, absorbed=n_new == 1)
         for op, cost in costs.items():
             flops, weights, kv, act = (float(x) for x in arrays[op])
             assert cost.flops == pytest.approx(flops, rel=1e-9)
@@ -532,22 +527,22 @@ def test_op_costs_dispatch_and_agree_with_the_vectorised_counts(name):
 def test_decode_flops_are_two_per_active_parameter():
     for name in ("mixtral-8x7b", "deepseek-v3"):
         cfg = lr.get_model(name)
-        flops = F.total(F.op_costs(cfg, 1, 1, 0)).flops  # the embedding lookup does no math
+        flops = counts.total(counts.op_costs(cfg, 1, 1, 0)).flops  # the embedding lookup does no math
         active = cfg.n_active_params - cfg.param_counts()["embedding"]
         assert flops == pytest.approx(2 * active, rel=0.01)
 
 
 def test_mla_cache_traffic_and_the_absorbed_form():
     cfg = lr.get_model("deepseek-v3")
-    decode = F.op_costs(cfg, 1, 1, 4095, kv_dtype="bf16")
+    decode = counts.op_costs(cfg, 1, 1, 4095, kv_dtype="bf16")
     assert decode["kv_read"].bytes_read == 61 * 4096 * 576 * 2  # the latent, not 128 heads
-    absorbed = F.op_elements(cfg, 1, 1, 4095, absorbed=True)
-    naive = F.op_elements(cfg, 1, 1, 4095, absorbed=False)
+    absorbed = counts.op_elements(cfg, 1, 1, 4095, absorbed=True)
+    naive = counts.op_elements(cfg, 1, 1, 4095, absorbed=False)
     attention = ("kv_b_proj", "attn_scores", "attn_values")
     flops = lambda ops: sum(float(ops[op][0]) for op in attention)  # noqa: E731
     assert flops(absorbed) < flops(naive) / 10  # decode: never up-project the whole cache
-    absorbed = F.op_elements(cfg, 1, 4096, 0, absorbed=True)
-    naive = F.op_elements(cfg, 1, 4096, 0, absorbed=False)
+    absorbed = counts.op_elements(cfg, 1, 4096, 0, absorbed=True)
+    naive = counts.op_elements(cfg, 1, 4096, 0, absorbed=False)
     assert flops(naive) < flops(absorbed)  # prefill: the naive form is cheaper
 
 
@@ -676,7 +671,7 @@ def test_a_windowed_kernel_is_averaged_step_by_step(monkeypatch):
     """A sliding window makes the attention kernel's bytes saturate, not affine in the context:
     the mean over the steps must still be exact. Simulate a 500-token window on every layer by
     capping the cached tokens the KV ops see (formulas will do this itself for windowed models)."""
-    original = F.op_elements
+    original = counts.op_elements
 
     def windowed(cfg, batch, n_new, n_past=0, **kw):
         ops = original(cfg, batch, n_new, n_past, **kw)
@@ -684,7 +679,7 @@ def test_a_windowed_kernel_is_averaged_step_by_step(monkeypatch):
         return ops | {op: capped[op] for op in ("kv_read", "attn_scores", "softmax",
                                                 "attn_values")}
 
-    monkeypatch.setattr(F, "op_elements", windowed)
+    monkeypatch.setattr(counts, "op_elements", windowed)
     cfg = lr.get_model("llama-3-8b")
     est = lr.estimate(cfg, H100, 300, 300, 400)  # contexts 301 ... 699 cross the window
     steps = [decode_step(cfg, H100, 300, c).time_s for c in range(301, 700)]

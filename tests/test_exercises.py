@@ -2,8 +2,9 @@
 
 import pytest
 
-from llm_roofline import exercises
-from llm_roofline.exercises import check, list_exercises, register
+from llm_roofline.course import registry
+from llm_roofline.course.exercises import check, list_exercises
+from llm_roofline.course.registry import register
 
 
 def test_roofline_exercises_are_registered():
@@ -40,7 +41,7 @@ def test_verdict_says_how_far_off_without_the_answer():
      (40.0, "too high by a factor of about 100"), (1e-6, "too low by a factor of about 1,000,000")],
 )
 def test_feedback_comes_in_coarse_bands(monkeypatch, ratio, band):
-    monkeypatch.setattr(exercises, "_REGISTRY", dict(exercises._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     register("test-band", lambda: 1000.0, unit="s", hint="h")
     verdict = str(check("test-band", 1000.0 * ratio))
     assert f"is {band} (tolerance 1 %)" in verdict
@@ -59,7 +60,7 @@ def test_bad_input():
 
 
 def test_register_rejects_duplicates_and_bad_tolerance(monkeypatch):
-    monkeypatch.setattr(exercises, "_REGISTRY", dict(exercises._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     register("test-1", lambda: 2.0, unit="s", hint="h", rtol=0.1)
     assert check("test-1", 2.15) and not check("test-1", 2.3)
     with pytest.raises(ValueError, match="already registered"):
@@ -112,6 +113,6 @@ def test_a_typical_mistake_gets_its_own_explanation(id, wrong, says):
 
 
 def test_register_rejects_bad_mistakes(monkeypatch):
-    monkeypatch.setattr(exercises, "_REGISTRY", dict(exercises._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     with pytest.raises(ValueError, match="each mistake must be"):
         register("test-m", lambda: 2.0, unit="s", hint="h", mistakes=[(4.0, "not callable")])

@@ -2,8 +2,8 @@
 
 import pytest
 
-import llm_roofline.exercises_ch04  # registers bound-1 ... bound-4
-from llm_roofline.exercises import check
+import llm_roofline.course.ch04  # registers bound-1 ... bound-4
+from llm_roofline.course.exercises import check
 
 
 def test_bound_1_exact_gemm_intensity_of_a_down_projection():
@@ -39,7 +39,7 @@ def test_bound_4_decode_step_intensity_with_the_kv_cache():
     # softmax, read by the values (2 bytes each)
     moved = 2 * p_linear + 2 * 2 * N * G * dh * S * B + 4 * 2 * pairs
     # the other activations (norms, residuals, projections' inputs and outputs) add 1 to 2 %
-    counted = llm_roofline.exercises_ch04._bound_4()
+    counted = llm_roofline.course.ch04._bound_4()
     assert 0.98 * flops / moved < counted < flops / moved
     assert check("bound-4", counted)
     assert round(flops / moved) == 41 and not check("bound-4", 64)

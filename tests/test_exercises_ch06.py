@@ -2,8 +2,8 @@
 
 import pytest
 
-import llm_roofline.exercises_ch06  # noqa: F401  (registers ttft-1 ... ttft-5)
-from llm_roofline.exercises import check, list_exercises
+import llm_roofline.course.ch06  # noqa: F401  (registers ttft-1 ... ttft-5)
+from llm_roofline.course.exercises import check, list_exercises
 
 
 def test_registered():

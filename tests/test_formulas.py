@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from llm_roofline import counts
 from llm_roofline import formulas as F
 from llm_roofline.hardware import get_accelerator
 from llm_roofline.models import ModelConfig, get_model, list_models
@@ -17,29 +18,29 @@ CFG = ModelConfig("t", vocab_size=1000, hidden_size=64, intermediate_size=160, n
 
 # --- Cost ----------------------------------------------------------------------------------
 def test_cost_arithmetic():
-    a, b = F.Cost(10, 3, 2), F.Cost(5, 1, 4)
-    assert a + b == F.Cost(15, 4, 6)
+    a, b = counts.Cost(10, 3, 2), counts.Cost(5, 1, 4)
+    assert a + b == counts.Cost(15, 4, 6)
     assert (a + b).bytes == 10
     assert a.intensity == 2.0
-    assert F.total([a, b]) == F.total({"x": a, "y": b}) == a + b
-    assert F.total([]) == F.Cost(0, 0, 0)
+    assert counts.total([a, b]) == counts.total({"x": a, "y": b}) == a + b
+    assert counts.total([]) == counts.Cost(0, 0, 0)
 
 
 @pytest.mark.parametrize("args", [(-1, 0, 0), (1.5, 0, 0), (True, 0, 0), (0, "8", 0)])
 def test_cost_rejects_bad_fields(args):
     with pytest.raises(ValueError, match="Cost"):
-        F.Cost(*args)
+        counts.Cost(*args)
 
 
 def test_cost_intensity_without_bytes():
     with pytest.raises(ValueError, match="no bytes"):
-        _ = F.Cost(5, 0, 0).intensity
+        _ = counts.Cost(5, 0, 0).intensity
 
 
 def test_ops_are_unique_and_cover_the_named_groups():
     assert len(set(F.OPS)) == len(F.OPS) == 20
     assert set(F.LINEAR_OPS) | set(F.ATTENTION_OPS) < set(F.OPS)
-    assert set(F.op_costs(CFG, 1, 4)) == set(F.OPS)
+    assert set(counts.op_costs(CFG, 1, 4)) == set(F.OPS)
 
 
 # --- the article's identities, symbolically --------------------------------------------------
@@ -112,27 +113,27 @@ def test_case_a_prefill_and_case_b_decode():
 
 # --- op_costs ---------------------------------------------------------------------------------
 def test_op_costs_by_hand():
-    c = F.op_costs(CFG, batch=2, n_new=5, n_past=7, weight_dtype="bf16")
+    c = counts.op_costs(CFG, batch=2, n_new=5, n_past=7, weight_dtype="bf16")
     T, S = 2 * 5, 7 + 5
-    assert c["q_proj"] == F.Cost(3 * 2 * T * 64 * 64, 3 * (64 * 64 + T * 64) * 2, 3 * T * 64 * 2)
-    assert c["kv_read"] == F.Cost(0, 3 * 2 * 2 * S * 2 * 8 * 2, 0)
+    assert c["q_proj"] == counts.Cost(3 * 2 * T * 64 * 64, 3 * (64 * 64 + T * 64) * 2, 3 * T * 64 * 2)
+    assert c["kv_read"] == counts.Cost(0, 3 * 2 * 2 * S * 2 * 8 * 2, 0)
     causal_pairs = 5 * 7 + 5 * 6 // 2
     assert c["attn_scores"].flops == 3 * 2 * 8 * 2 * 8 * causal_pairs
-    assert c["lm_head"] == F.Cost(2 * T * 64 * 1000, (1000 * 64 + T * 64) * 2, T * 1000 * 2)
-    assert c["embed"] == F.Cost(0, T * 64 * 2, T * 64 * 2)
+    assert c["lm_head"] == counts.Cost(2 * T * 64 * 1000, (1000 * 64 + T * 64) * 2, T * 1000 * 2)
+    assert c["embed"] == counts.Cost(0, T * 64 * 2, T * 64 * 2)
 
 
 def test_decode_step_matches_the_article_for_llama_3_8b():
     cfg = get_model("llama-3-8b")
     L_ctx, batch = 4096, 8
-    c = F.op_costs(cfg, batch, 1, L_ctx - 1, weight_dtype="bf16")
+    c = counts.op_costs(cfg, batch, 1, L_ctx - 1, weight_dtype="bf16")
     kv = 2 * 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * L_ctx * batch
     assert c["kv_read"].bytes_read == kv
     attn = sum(c[op].flops for op in F.ATTENTION_OPS)
     assert attn == 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim * L_ctx * batch
     assert attn / kv == cfg.n_heads / cfg.n_kv_heads == 4
     # weights-only intensity is B; counting activation traffic too it is a little less
-    lin = F.total(c[op] for op in F.LINEAR_OPS)
+    lin = counts.total(c[op] for op in F.LINEAR_OPS)
     weight_bytes = 2 * (lin.flops // (2 * batch))
     assert lin.flops / weight_bytes == batch
     assert batch * 0.9 < lin.intensity < batch
@@ -142,7 +143,7 @@ def test_weights_are_read_once_per_pass():
     p = F.linear_params_expr().subs({F.n_layers: 3, F.d_model: 64, F.d_ff: 160, F.n_heads: 8,
                                      F.n_kv_heads: 2, F.head_dim: 8, F.vocab: 1000})
     for batch, n in [(1, 1), (4, 16)]:
-        c = F.op_costs(CFG, batch, n, weight_dtype="fp32", act_dtype="bf16")
+        c = counts.op_costs(CFG, batch, n, weight_dtype="fp32", act_dtype="bf16")
         lin_read = sum(c[op].bytes_read for op in F.LINEAR_OPS)
         # bf16 inputs: q, k, v, gate, up (d_model each), o (n_heads*head_dim), down (d_ff); head
         inputs = 2 * batch * n * (3 * (5 * 64 + 8 * 8 + 160) + 64)
@@ -150,23 +151,23 @@ def test_weights_are_read_once_per_pass():
 
 
 def test_dtypes_default_and_split():
-    bf16 = F.op_costs(CFG, 2, 1, 30, weight_dtype="bf16")
-    split = F.op_costs(CFG, 2, 1, 30, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16")
+    bf16 = counts.op_costs(CFG, 2, 1, 30, weight_dtype="bf16")
+    split = counts.op_costs(CFG, 2, 1, 30, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16")
     assert bf16 == split
-    fp8_kv = F.op_costs(CFG, 2, 1, 30, weight_dtype="bf16", kv_dtype="fp8")
+    fp8_kv = counts.op_costs(CFG, 2, 1, 30, weight_dtype="bf16", kv_dtype="fp8")
     assert 2 * fp8_kv["kv_read"].bytes_read == bf16["kv_read"].bytes_read
     assert fp8_kv["q_proj"] == bf16["q_proj"]
-    int4 = F.op_costs(CFG, 1, 1, weight_dtype="int4", act_dtype="bf16")
+    int4 = counts.op_costs(CFG, 1, 1, weight_dtype="int4", act_dtype="bf16")
     assert int4["lm_head"].bytes_read == 1000 * 64 // 2 + 64 * 2
 
 
 def test_gated_and_bias_variants():
     plain = dataclasses.replace(CFG, gated_mlp=False)
-    c = F.op_costs(plain, 1, 4)
-    assert c["gate_proj"] == F.Cost(0, 0, 0)
+    c = counts.op_costs(plain, 1, 4)
+    assert c["gate_proj"] == counts.Cost(0, 0, 0)
     assert c["mlp_act"].flops == 3 * 4 * 4 * 160
-    biased = F.op_costs(dataclasses.replace(CFG, qkv_bias=True), 1, 4)
-    base = F.op_costs(CFG, 1, 4)
+    biased = counts.op_costs(dataclasses.replace(CFG, qkv_bias=True), 1, 4)
+    base = counts.op_costs(CFG, 1, 4)
     assert biased["q_proj"].flops - base["q_proj"].flops == 3 * 4 * 64
     assert biased["k_proj"].bytes_read - base["k_proj"].bytes_read == 3 * 16 * 2
 
@@ -189,11 +190,11 @@ def test_gated_and_bias_variants():
 )
 def test_op_costs_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        F.op_costs(CFG, **kwargs)
+        counts.op_costs(CFG, **kwargs)
 
 
 def test_op_costs_takes_numpy_integers():
-    assert F.op_costs(CFG, np.int64(2), np.int32(3), np.uint8(4)) == F.op_costs(CFG, 2, 3, 4)
+    assert counts.op_costs(CFG, np.int64(2), np.int32(3), np.uint8(4)) == counts.op_costs(CFG, 2, 3, 4)
 
 
 # --- one source: parameters and the weight bytes of every op ------------------------------------
@@ -205,7 +206,7 @@ def test_each_ops_weight_traffic_is_its_parameter_count(name):
     cfg = get_model(name)
     params = cfg.params_by_op()
     d = cfg.hidden_size
-    elements = F.op_elements(cfg, 1, 1, 0, absorbed=True)
+    elements = counts.op_elements(cfg, 1, 1, 0, absorbed=True)
     assert set(params) <= set(elements) and tuple(elements) == F.ops_for(cfg)
     for op, (_, weights, _, _) in elements.items():
         expected = params.get(op, 0)
@@ -228,16 +229,16 @@ def _weight_elements(c32, c16):
 def test_moe_and_latent_attention_ops_by_hand():
     """DeepSeek-V3, one decode step at context 4,096, batch 1 (absorbed MLA), exact integers."""
     cfg = get_model("deepseek-v3")
-    bf16 = F.op_costs(cfg, 1, 1, 4095, weight_dtype="bf16")
-    fp32 = F.op_costs(cfg, 1, 1, 4095, weight_dtype="fp32", kv_dtype="bf16", act_dtype="bf16")
+    bf16 = counts.op_costs(cfg, 1, 1, 4095, weight_dtype="bf16")
+    fp32 = counts.op_costs(cfg, 1, 1, 4095, weight_dtype="fp32", kv_dtype="bf16", act_dtype="bf16")
     weights = _weight_elements(fp32, bf16)
     # the router: a 7,168 x 256 matrix in each of the 58 MoE layers, read once
     assert weights["router"] == 58 * 7168 * 256
-    assert bf16["router"] == F.Cost(58 * 2 * 7168 * 256, 58 * (7168 * 256 + 7168) * 2, 58 * 256 * 2)
+    assert bf16["router"] == counts.Cost(58 * 2 * 7168 * 256, 58 * (7168 * 256 + 7168) * 2, 58 * 256 * 2)
     # kv_b_proj: 512 -> 128 heads x (128 nope + 128 value) in each of the 61 layers
     assert weights["kv_b_proj"] == 61 * 512 * 128 * 256
     # absorbed: the query's nope part (128 x 128) and the latent output (128 x 512) go through it
-    assert bf16["kv_b_proj"] == F.Cost(
+    assert bf16["kv_b_proj"] == counts.Cost(
         61 * 2 * 128 * 512 * 256,
         61 * (512 * 128 * 256 + 128 * (128 + 512)) * 2,
         61 * 128 * (512 + 128) * 2,
@@ -247,20 +248,20 @@ def test_moe_and_latent_attention_ops_by_hand():
         assert weights[op] == 3 * 7168 * 18432 + 58 * 9 * 7168 * 2048
     assert sum(weights.values()) == 37_552_282_624 - 129_280 * 7168 + 7168  # active - table + row
     # naive form (prefill of 16 tokens): kv_b_proj up-projects all 16 latents, same weights
-    naive = F.op_costs(cfg, 1, 16, 0)
-    assert naive["kv_b_proj"] == F.Cost(
+    naive = counts.op_costs(cfg, 1, 16, 0)
+    assert naive["kv_b_proj"] == counts.Cost(
         61 * 2 * 16 * 512 * 128 * 256, 61 * 512 * 128 * 256 * 2, 61 * 16 * 128 * 256 * 2)
 
 
 def test_mixtral_router_and_experts_by_hand():
     cfg = get_model("mixtral-8x7b")
-    bf16 = F.op_costs(cfg, 1, 1, 99)
-    fp32 = F.op_costs(cfg, 1, 1, 99, weight_dtype="fp32", kv_dtype="bf16", act_dtype="bf16")
+    bf16 = counts.op_costs(cfg, 1, 1, 99)
+    fp32 = counts.op_costs(cfg, 1, 1, 99, weight_dtype="fp32", kv_dtype="bf16", act_dtype="bf16")
     weights = _weight_elements(fp32, bf16)
     assert weights["router"] == 32 * 4096 * 8
     assert weights["up_proj"] == 32 * 2 * 4096 * 14336  # top-2 of 8 experts
     # a batch of 64 tokens touches on average 8 x (1 - (3/4)**64) experts per layer
-    many = F.op_elements(cfg, 64, 1, 99)["up_proj"][1]
+    many = counts.op_elements(cfg, 64, 1, 99)["up_proj"][1]
     assert many == pytest.approx(32 * 8 * (1 - 0.75**64) * 4096 * 14336, rel=1e-12)
 
 
@@ -268,7 +269,7 @@ def test_param_counts_are_the_same_table_by_component():
     for name in list_models():
         cfg = get_model(name)
         assert sum(cfg.param_counts().values()) == sum(cfg.params_by_op().values()) == cfg.n_params
-        assert tuple(cfg.param_counts()) == F.PARAM_COMPONENTS
+        assert tuple(cfg.param_counts()) == counts.PARAM_COMPONENTS
 
 
 def test_norm_parameters_by_hand():

@@ -250,8 +250,8 @@ def test_profile_keeps_one_prefill_and_the_decode_steps():
 
 
 def test_machine_answer_checks(monkeypatch):
-    from llm_roofline import exercises_machine as XM
-    from llm_roofline.exercises import check
+    from llm_roofline.course import ch08 as XM
+    from llm_roofline.course.exercises import check
 
     monkeypatch.setitem(XM._STATE, "host", None)  # restored after the test
     # L's q_proj at batch 1: 2 x 1024 x 1024 FLOPs over (x 4 KiB + W 4 MiB) read + y 4 KiB written

@@ -38,7 +38,7 @@ def test_notebook_executes_offline_in_a_fresh_kernel(path):
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
 def test_student_edition_executes(path, tmp_path):
     """Without its solution cells a notebook still runs: nothing later needs a solution's variables."""
-    from llm_roofline.student import write_student_edition
+    from llm_roofline.course.student import write_student_edition
 
     student = next(p for p in write_student_edition(path.parent, tmp_path) if p.name == path.name)
     cmd = [*_offline_prefix(), sys.executable, str(RUNNER), str(student)]

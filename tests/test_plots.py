@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from llm_roofline import plots  # noqa: E402
+from llm_roofline.course import ch03, ch05, ch07  # noqa: E402
 
 GiB = 2**30
 
@@ -18,8 +18,8 @@ def _texts(fig):
     return [t for t in fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
 
 
-FIGURES = [plots.memory_bars, plots.latency_curves, plots.critical_curves, plots.experts_read,
-           plots.roofline_grid, lambda: plots.dashboard().figure]
+FIGURES = [ch07.memory_bars, ch07.latency_curves, ch07.critical_curves, ch07.experts_read,
+           ch03.roofline_grid, lambda: ch07.dashboard().figure]
 
 
 @pytest.mark.parametrize("make", FIGURES)
@@ -37,7 +37,7 @@ def test_figures_read_at_the_page_width(make):
 
 
 def test_memory_bars_stack_the_library_numbers():
-    fig = plots.memory_bars()
+    fig = ch07.memory_bars()
     try:
         seventy = fig.axes[1]
         assert seventy.get_title() == "70B: llama-3-70b"
@@ -54,11 +54,11 @@ def test_memory_bars_stack_the_library_numbers():
 
 
 def test_dashboard_reports_latency_only_when_it_fits():
-    ax = plots.dashboard(batch=32)
+    ax = ch07.dashboard(batch=32)
     fits = ax.texts[0].get_text()
     assert ": fits" in fits and "tokens/s" in fits and "TPOT" in fits
     plt.close(ax.figure)
-    ax = plots.dashboard(batch=256)  # 256 x 2,304 tokens of FP8 cache do not fit on two H100s
+    ax = ch07.dashboard(batch=256)  # 256 x 2,304 tokens of FP8 cache do not fit on two H100s
     full = ax.texts[0].get_text()
     assert "DOES NOT FIT" in full
     assert "tokens/s" not in full and "TPOT" not in full and "TTFT" not in full
@@ -67,7 +67,7 @@ def test_dashboard_reports_latency_only_when_it_fits():
 
 
 def test_dashboard_bar_is_the_memory_breakdown():
-    ax = plots.dashboard(batch=1, prompt=1024, output=256, precision="BF16", n_gpus=1)
+    ax = ch07.dashboard(batch=1, prompt=1024, output=256, precision="BF16", n_gpus=1)
     try:
         weights = ax.patches[0]
         # 70,553,706,496 parameters x 2 bytes, on one GPU
@@ -81,7 +81,7 @@ def test_dashboard_bar_is_the_memory_breakdown():
 
 
 def test_roofline_grid_says_when_a_chip_lacks_a_precision():
-    fig = plots.roofline_grid(chips=("A100", "H100"), dtypes=("bf16", "fp8"))
+    fig = ch03.roofline_grid(chips=("A100", "H100"), dtypes=("bf16", "fp8"))
     try:
         a100_fp8 = fig.axes[1]
         assert not a100_fp8.axison
@@ -94,12 +94,12 @@ def test_roofline_grid_says_when_a_chip_lacks_a_precision():
 
 @pytest.mark.parametrize(
     "call, message",
-    [(lambda: plots.dashboard(precision="FP4"), "unknown precision 'FP4'"),
-     (lambda: plots.dashboard(xmax=-1), "xmax must be a finite number > 0"),
-     (lambda: plots.roofline_grid(batch=0), "batch must be an integer"),
-     (lambda: plots.experts_read(largest=1), "largest must be an integer from 2"),
-     (lambda: plots.experts_read(models="mixtral-8x7b"), "models must be 1 to 4 model names"),
-     (lambda: plots.critical_curves(max_context="long"), "max_context must be an integer")],
+    [(lambda: ch07.dashboard(precision="FP4"), "unknown precision 'FP4'"),
+     (lambda: ch07.dashboard(xmax=-1), "xmax must be a finite number > 0"),
+     (lambda: ch03.roofline_grid(batch=0), "batch must be an integer"),
+     (lambda: ch07.experts_read(largest=1), "largest must be an integer from 2"),
+     (lambda: ch07.experts_read(models="mixtral-8x7b"), "models must be 1 to 4 model names"),
+     (lambda: ch07.critical_curves(max_context="long"), "max_context must be an integer")],
 )
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
@@ -111,7 +111,7 @@ def test_kv_step_bars_by_hand():
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    plots.kv_step_bars(ax, 1, 1024)  # Llama-3-8B, one sequence of 1,024 tokens
+    ch05.kv_step_bars(ax, 1, 1024)  # Llama-3-8B, one sequence of 1,024 tokens
     weights, cache = (bar.get_height() for bar in ax.patches)
     # every weight but the embedding, which reads one row: (8,030,261,248 - 128,256 x 4,096
     # + 4,096) parameters x 2 bytes; the cache: 1,024 tokens x 2 x 32 layers x 8 x 128 x 2 bytes

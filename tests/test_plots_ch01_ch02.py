@@ -8,18 +8,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from llm_roofline import exercises_ch01_ch02  # noqa: E402, F401
-from llm_roofline.exercises import check  # noqa: E402
-from llm_roofline.formulas import Cost  # noqa: E402
-from llm_roofline.plots_ch01_ch02 import (  # noqa: E402
-    PHASE_COLORS,
-    decode_share,
-    op_intensity,
-    phase_rows,
-    snapshot,
-    timeline,
-    two_regimes,
-)
+from llm_roofline.counts import Cost  # noqa: E402
+from llm_roofline.course.ch01 import decode_share, snapshot  # noqa: E402
+from llm_roofline.course.ch02 import op_intensity, phase_rows, two_regimes  # noqa: E402
+from llm_roofline.course.exercises import check  # noqa: E402
+from llm_roofline.course.plots import PHASE_COLORS, timeline  # noqa: E402
 
 PASSES = [{"phase": "prefill", "seconds": 0.2}, {"phase": "decode", "seconds": 0.05},
           {"phase": "decode", "seconds": 0.04}]

@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from llm_roofline import plots_ch04 as P  # noqa: E402
-from llm_roofline.formulas import Cost, op_costs  # noqa: E402
+from llm_roofline.counts import Cost, op_costs  # noqa: E402
+from llm_roofline.course import ch04 as P  # noqa: E402
 from llm_roofline.models import ModelConfig, get_model  # noqa: E402
 
 TINY = ModelConfig("tiny-plots", vocab_size=64, hidden_size=32, intermediate_size=48, n_layers=2,

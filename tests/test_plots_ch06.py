@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 
 import llm_roofline as lr  # noqa: E402
 from llm_roofline import serving  # noqa: E402
-from llm_roofline.plots_ch06 import chunk_tradeoff, client_timeline, latency_throughput  # noqa: E402
+from llm_roofline.course.ch06 import chunk_tradeoff, client_timeline, latency_throughput  # noqa: E402
 
 
 @pytest.fixture

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import llm_roofline as lr
-from llm_roofline import exercises, formulas, roofline
+from llm_roofline import counts, roofline
 from llm_roofline.cli import main
+from llm_roofline.course import exercises
 from llm_roofline.models import ModelConfig
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -115,7 +116,7 @@ def test_a_config_with_any_bad_field_gives_a_clear_error_naming_it(field, value)
 @FAST
 @given(batch=anything, n_new=anything, n_past=anything)
 def test_op_costs_gives_a_clear_error_or_exact_non_negative_counts(batch, n_new, n_past):
-    costs = one_line_error(lambda: formulas.op_costs(lr.get_model("llama-3-8b"), batch, n_new,
+    costs = one_line_error(lambda: counts.op_costs(lr.get_model("llama-3-8b"), batch, n_new,
                                                      n_past))
     if costs is not None:
         assert all(c.flops >= 0 and c.bytes >= 0 for c in costs.values())

@@ -137,7 +137,7 @@ def _registry() -> dict:
     import pkgutil
 
     import llm_roofline
-    from llm_roofline.exercises import _REGISTRY
+    from llm_roofline.course.registry import _REGISTRY
 
     for module in pkgutil.iter_modules(llm_roofline.__path__):
         if module.name.startswith("exercises"):

@@ -12,6 +12,7 @@ import pytest
 import sympy as sp
 
 import llm_roofline as lr
+from llm_roofline import counts
 from llm_roofline import formulas as F
 from llm_roofline.models import LAYER_TYPES, ModelConfig, get_model, list_models
 
@@ -130,7 +131,7 @@ def test_the_cache_is_what_a_decode_step_reads(name):
     """kv_cache_elements and formulas' kv_read agree for every built-in model and context."""
     cfg = get_model(name)
     contexts = np.array([1, 511, 512, 513, 4096, 4097, cfg.max_context])
-    read = F.op_elements(cfg, 1, 1, contexts - 1, absorbed=True)["kv_read"][2]
+    read = counts.op_elements(cfg, 1, 1, contexts - 1, absorbed=True)["kv_read"][2]
     assert np.array_equal(read, cfg.kv_cache_elements(contexts))
 
 
@@ -164,15 +165,15 @@ def test_a_window_wider_than_the_context_is_full_attention():
 def test_mistral_v0_1_decode_and_prefill_by_hand():
     cfg = get_model("mistral-7b-v0.1")
     # decode at context 8,192, batch 2: every layer reads 4,096 keys and values
-    c = F.op_costs(cfg, 2, 1, 8191)
+    c = counts.op_costs(cfg, 2, 1, 8191)
     assert c["kv_read"].bytes_read == 2 * 32 * 8 * 128 * 4096 * 2 * 2
     assert sum(c[op].flops for op in F.ATTENTION_OPS) == 4 * 32 * 32 * 128 * 4096 * 2
     # within the window, the same as full attention
-    full = F.op_costs(get_model("mistral-7b"), 2, 1, 4095)
-    assert F.op_costs(cfg, 2, 1, 4095)["kv_read"].bytes_read == full["kv_read"].bytes_read
+    full = counts.op_costs(get_model("mistral-7b"), 2, 1, 4095)
+    assert counts.op_costs(cfg, 2, 1, 4095)["kv_read"].bytes_read == full["kv_read"].bytes_read
     # causal prefill of 8,192 tokens: query i sees min(i + 1, 4096) keys
     pairs = 4096 * 4097 // 2 + (8192 - 4096) * 4096
-    c = F.op_costs(cfg, 1, 8192, 0)
+    c = counts.op_costs(cfg, 1, 8192, 0)
     assert c["attn_scores"].flops == 32 * 32 * 2 * 128 * pairs
     assert c["softmax"].flops == 32 * 32 * 6 * pairs
     assert c["kv_read"].bytes_read == 2 * 32 * 8 * 128 * 8192 * 2  # the pass holds all 8,192
@@ -180,12 +181,12 @@ def test_mistral_v0_1_decode_and_prefill_by_hand():
 
 def test_gemma_2_decode_by_hand():
     cfg = get_model("gemma-2-9b")
-    c = F.op_costs(cfg, 1, 1, 8191)  # context 8,192
+    c = counts.op_costs(cfg, 1, 1, 8191)  # context 8,192
     per_key = 2 * 8 * 256 * 2  # key and value, 8 KV heads of 256, bf16
     assert c["kv_read"].bytes_read == per_key * (21 * 8192 + 21 * 4096)
     assert sum(c[op].flops for op in F.ATTENTION_OPS) == 4 * 16 * 256 * (21 * 8192 + 21 * 4096)
     # the extra norms: 4 FLOPs per element of the 3,584-wide hidden state, in each of 42 layers
-    assert c["post_attn_norm"] == c["post_mlp_norm"] == c["attn_norm"] == F.Cost(
+    assert c["post_attn_norm"] == c["post_mlp_norm"] == c["attn_norm"] == counts.Cost(
         42 * 4 * 3584, 42 * 2 * (3584 + 3584), 42 * 2 * 3584)
     # GeGLU: tanh-GELU (9) and the product with up (1) per element of the 14,336 intermediate
     assert c["mlp_act"].flops == 42 * 10 * 14336
@@ -196,21 +197,21 @@ def test_gemma_2_decode_by_hand():
 
 def test_gemma_3_qk_norms_by_hand():
     cfg = get_model("gemma-3-1b")
-    c = F.op_costs(cfg, 3, 1, 99)
+    c = counts.op_costs(cfg, 3, 1, 99)
     # 3 tokens x 4 query heads x 256 (1 KV head x 256 for k), 26 layers, weights of 256
-    assert c["q_norm"] == F.Cost(26 * 4 * 3 * 1024, 26 * 2 * (3 * 1024 + 256), 26 * 2 * 3 * 1024)
-    assert c["k_norm"] == F.Cost(26 * 4 * 3 * 256, 26 * 2 * (3 * 256 + 256), 26 * 2 * 3 * 256)
+    assert c["q_norm"] == counts.Cost(26 * 4 * 3 * 1024, 26 * 2 * (3 * 1024 + 256), 26 * 2 * 3 * 1024)
+    assert c["k_norm"] == counts.Cost(26 * 4 * 3 * 256, 26 * 2 * (3 * 256 + 256), 26 * 2 * 3 * 256)
     assert F.ops_for(cfg).index("k_norm") + 1 == F.ops_for(cfg).index("rope")
 
 
 def test_op_elements_stay_vectorised_and_equal_op_costs():
     cfg = get_model("gemma-2-9b")
     batch, past = np.array([[1], [4]]), np.array([0, 4095, 4096, 8191])
-    elements = F.op_elements(cfg, batch, 1, past, absorbed=True)
+    elements = counts.op_elements(cfg, batch, 1, past, absorbed=True)
     for op in ("kv_read", "attn_scores", "softmax"):
         assert elements[op][0].shape == (2, 4)
     for b, p in [(1, 0), (4, 4096), (1, 8191)]:
-        costs = F.op_costs(cfg, b, 1, p, weight_dtype="bf16")
+        costs = counts.op_costs(cfg, b, 1, p, weight_dtype="bf16")
         i, j = list(batch[:, 0]).index(b), list(past).index(p)
         for op in ("kv_read", "attn_scores", "attn_values"):
             f, w, kv, act = (x[i, j] for x in elements[op])

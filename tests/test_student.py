@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import notebooks
-from llm_roofline.student import main, strip_solutions, write_student_edition
+from llm_roofline.course.student import main, strip_solutions, write_student_edition
 
 
 def _nb(*cells):

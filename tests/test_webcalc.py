@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from llm_roofline import estimate, formulas, get_accelerator, get_model, webcalc
-from llm_roofline.calculator import max_batch
+from llm_roofline import counts, estimate, formulas, get_accelerator, get_model
+from llm_roofline.course import webcalc
 from llm_roofline.models import list_models
+from llm_roofline.vram import max_batch
 
 CALCULATOR_JS = ROOT / "book" / "_calculator" / "calculator.js"
 MATH = types.SimpleNamespace(pow=pow, min=min, max=max)  # what sympy.jscode's output calls
@@ -46,7 +47,7 @@ def test_exported_expressions_are_the_formulas(name):
         fn = _py(passes.get(key, passes["prefill"]))
         for b, n, p in ((1, 1, 0), (3, 1, 4095), (2, 517, 0), (64, 1, 30000), (1, 8192, 100)):
             rows = fn(b, n, p)
-            ops = formulas.op_elements(cfg, b, n, p, absorbed=absorbed)
+            ops = counts.op_elements(cfg, b, n, p, absorbed=absorbed)
             assert len(rows) == len(ops)
             for row, (op, (flops, weights, kv, _act)) in zip(rows, ops.items(), strict=True):
                 for got, want in zip(row, (flops, weights, kv), strict=True):
@@ -75,7 +76,7 @@ def test_breaks_are_where_a_window_fills():
     # between breaks every op's counts are affine in n_past: second differences vanish
     cfg = get_model("gemma-3-1b")
     past = np.arange(0, 2000)
-    for flops, _weights, kv, _act in formulas.op_elements(cfg, 3, 1, past, absorbed=True).values():
+    for flops, _weights, kv, _act in counts.op_elements(cfg, 3, 1, past, absorbed=True).values():
         for series in (flops, kv):
             second = np.diff(series, 2)  # second[i] spans n_past = i .. i + 2
             kinks = set(np.flatnonzero(second != 0) + 1)

@@ -9,8 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+from llm_roofline.course.widgets import html_table, live, scrubber  # noqa: E402
 from llm_roofline.roofline import explore  # noqa: E402
-from llm_roofline.widgets import html_table, live, scrubber  # noqa: E402
 
 
 def test_scrubber_is_html_with_a_range_slider_and_no_stray_figure():

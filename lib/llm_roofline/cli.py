@@ -17,9 +17,10 @@ import textwrap
 import numpy as np
 
 from . import hardware, realistic, serving, validate
-from .calculator import estimate, gpus_needed, max_batch, max_prompt_len
+from .calculator import estimate
 from .dtypes import list_dtypes
 from .models import SUPPORTED_MODEL_TYPES, get_model, list_models, load_config, model_info
+from .vram import gpus_needed, max_batch, max_prompt_len
 
 _GIB = 2**30
 
@@ -252,9 +253,9 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
     options = dict(weight_dtype=args.dtype, kv_dtype=args.kv_dtype or "bf16")
     calibrated = None
     if args.realistic:
-        calibrated = estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, queue_s=queue,
-                              compute_dtype=args.compute_dtype, realistic=True,
-                              engine=args.engine, **options)
+        calibrated = realistic.estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus,
+                                        queue_s=queue, compute_dtype=args.compute_dtype,
+                                        engine=args.engine, **options)
         est, mbu, mfu = calibrated.estimate, 1.0, 1.0  # the bound's efficiencies below
     else:
         est = estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, mbu=mbu, mfu=mfu,

@@ -81,31 +81,57 @@ FLOPs per element): the embedding's scaling by ``sqrt(d_model)`` and Gemma 2's s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 
 import sympy as sp
 
-from . import validate
-from .dtypes import bytes_per_element
+__all__ = [
+    'ACTIVATION_FLOPS', 'ATTENTION_OPS', 'B', 'L', 'LINEAR_OPS', 'L_ctx', 'MLA_ATTENTION_OPS',
+    'MOE_MLP_OPS', 'OPS', 'P', 'at_decode', 'at_prefill', 'attention_flops_expr',
+    'attention_pairs_expr', 'b_act', 'b_kv', 'b_w', 'd_expert', 'd_ff', 'd_model', 'd_nope',
+    'd_rope', 'd_v', 'expected_experts_expr', 'expressions_for', 'head_dim', 'keys_read_expr',
+    'kv_intensity_expr', 'kv_rank', 'kv_read_bytes_expr', 'linear_flops_expr',
+    'linear_intensity_expr', 'linear_params_expr', 'linear_weight_bytes_expr',
+    'model_expressions', 'n_dense', 'n_experts', 'n_heads', 'n_kv_heads', 'n_layers', 'n_local',
+    'n_new', 'n_past', 'n_shared', 'op_expressions', 'ops_for', 'param_expressions', 'q_rank',
+    'top_k', 'vocab', 'window',
+]
+
 
 # --- symbols ---------------------------------------------------------------------------
 # model
 n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab = sp.symbols(
     "n_layers d_model d_ff n_heads n_kv_heads d_head V", positive=True, integer=True
 )
+
+
 # sliding-window attention: n_local of the n_layers layers attend to the last W keys only
 n_local = sp.symbols("n_local", nonnegative=True, integer=True)
+
+
 window = sp.symbols("W", positive=True, integer=True)
+
+
 # workload
 B, n_new = sp.symbols("B n_new", positive=True, integer=True)
+
+
 n_past = sp.symbols("n_past", nonnegative=True, integer=True)  # 0 in a prefill
+
+
 L, L_ctx = sp.symbols("L L_ctx", positive=True, integer=True)
+
+
 _N_NEW, _N_PAST = n_new, n_past  # op_costs's arguments share these names
+
+
 # the article's aggregate parameter count
 P = sp.symbols("P", positive=True, integer=True)
+
+
 # bytes per element of weights, KV cache and activations
 b_w, b_kv, b_act = sp.symbols("b_w b_kv b_act", positive=True)
+
 
 OPS = (
     "embed",
@@ -131,61 +157,15 @@ OPS = (
 )
 """Operation names in the order a pass runs them; the tiny transformer's tally uses the same."""
 
+
 LINEAR_OPS = (
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"
 )
 """The operations that multiply activations by a weight matrix."""
 
+
 ATTENTION_OPS = ("attn_scores", "attn_values")
 """The two matrix products of attention against the KV cache (scores ``q k^T``, values ``p v``)."""
-
-
-@dataclass(frozen=True)
-class Cost:
-    """FLOPs and bytes of some work: ``flops`` (FLOP), ``bytes_read``, ``bytes_written`` (byte)."""
-
-    flops: int
-    bytes_read: int
-    bytes_written: int
-
-    def __post_init__(self) -> None:
-        for field in ("flops", "bytes_read", "bytes_written"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"Cost.{field} must be a non-negative int, got {value!r}")
-
-    @property
-    def bytes(self) -> int:
-        """Bytes moved: read plus written."""
-        return self.bytes_read + self.bytes_written
-
-    @property
-    def intensity(self) -> float:
-        """Arithmetic intensity, FLOP per byte moved."""
-        if self.bytes == 0:
-            raise ValueError("Cost.intensity is undefined: no bytes are moved")
-        return self.flops / self.bytes
-
-    def __add__(self, other: Cost) -> Cost:
-        if not isinstance(other, Cost):
-            return NotImplemented
-        return Cost(
-            self.flops + other.flops,
-            self.bytes_read + other.bytes_read,
-            self.bytes_written + other.bytes_written,
-        )
-
-
-ZERO = Cost(0, 0, 0)
-
-
-def total(costs) -> Cost:
-    """Sum of the costs in a dict (its values) or an iterable of :class:`Cost`."""
-    values = costs.values() if isinstance(costs, dict) else costs
-    out = ZERO
-    for c in values:
-        out = out + c
-    return out
 
 
 # --- the symbolic source -----------------------------------------------------------------
@@ -224,6 +204,8 @@ def keys_read_expr(windowed: bool = False) -> sp.Expr:
 
 
 _NORM_OPS = ("attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm", "final_norm")
+
+
 ACTIVATION_FLOPS = {"silu": 4, "gelu_tanh": 9}
 """FLOPs per element of the MLP's activation function (its gate's, in a gated MLP).
 
@@ -500,61 +482,6 @@ def kv_intensity_expr() -> sp.Expr:
     )
 
 
-# --- numbers -----------------------------------------------------------------------------
-def _bytes_per_element(name: str, field: str) -> sp.Rational:
-    try:
-        return sp.Rational(bytes_per_element(name))
-    except ValueError as err:
-        raise ValueError(f"{field}: {err}") from None
-
-
-def _positive_int(value, field: str, minimum: int = 1) -> int:
-    """A Python or NumPy integer ``>= minimum``, as an ``int`` (``validate.integer``)."""
-    return validate.integer(field, value, minimum=minimum)
-
-
-def op_costs(
-    cfg,
-    batch: int,
-    n_new: int,
-    n_past: int = 0,
-    *,
-    weight_dtype: str = "bf16",
-    kv_dtype: str | None = None,
-    act_dtype: str | None = None,
-    causal: bool = True,
-) -> dict[str, Cost]:
-    """Cost of each operation for one forward pass, summed over all layers, exact integers.
-
-    ``batch`` sequences each process ``n_new`` new tokens attending to ``n_past`` cached tokens
-    plus themselves (prefill: ``n_past=0, n_new=L``; decode step: ``n_new=1, n_past=L_ctx-1``).
-    ``kv_dtype`` and ``act_dtype`` default to ``weight_dtype``. Counting conventions: see the
-    module docstring. Bytes of packed sub-byte types are rounded up to whole bytes per operation.
-
-    ``batch``, ``n_new`` and ``n_past`` are Python or NumPy integers. The operations are
-    :data:`OPS` for a Llama-style model, :func:`ops_for` in general: the
-    :func:`expressions_for` ``cfg`` (latent attention in its absorbed form for a decode step,
-    ``n_new == 1``, naive otherwise) valued with :func:`model_values` and the workload.
-    """
-    batch, n_new = _positive_int(batch, "batch"), _positive_int(n_new, "n_new")
-    n_past = _positive_int(n_past, "n_past", minimum=0)
-    if n_past + n_new > cfg.max_context:
-        raise ValueError(
-            f"n_past + n_new = {n_past + n_new} exceeds max_context = {cfg.max_context} "
-            f"of {cfg.name!r}"
-        )
-    values = model_values(cfg) | {
-        B: sp.Integer(batch), _N_NEW: sp.Integer(n_new), _N_PAST: sp.Integer(n_past),
-        b_w: _bytes_per_element(weight_dtype, "weight_dtype"),
-        b_kv: _bytes_per_element(kv_dtype or weight_dtype, "kv_dtype"),
-        b_act: _bytes_per_element(act_dtype or weight_dtype, "act_dtype"),
-    }
-    exprs = expressions_for(cfg, causal=causal, absorbed=n_new == 1)
-    return {
-        op: Cost(*(int(sp.ceiling(x.xreplace(values))) for x in e)) for op, e in exprs.items()
-    }
-
-
 # =========================================================================================
 # --- Mixture of experts and multi-head latent attention (the calculator's section) -------
 # =========================================================================================
@@ -592,11 +519,17 @@ def op_costs(
 # decode step (``n_new == 1``), as DeepSeek's inference code and vLLM do.
 
 n_experts, top_k, d_expert = sp.symbols("E k d_expert", positive=True, integer=True)
+
+
 n_shared, n_dense, q_rank = sp.symbols("n_shared n_dense r_q", nonnegative=True, integer=True)
+
+
 kv_rank, d_rope, d_nope, d_v = sp.symbols("r_kv d_rope d_nope d_v", positive=True, integer=True)
+
 
 MOE_MLP_OPS = ("router", "gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine")
 """A mixture-of-experts model's MLP operations, in order (replacing the dense four)."""
+
 
 MLA_ATTENTION_OPS = (
     "q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm", "rope", "kv_write",
@@ -604,7 +537,10 @@ MLA_ATTENTION_OPS = (
 )
 """Latent attention's operations, in order (replacing ``q_proj`` ... ``o_proj``)."""
 
+
 _DENSE_ATTENTION = OPS[OPS.index("q_proj") : OPS.index("o_proj") + 1]
+
+
 _DENSE_MLP = OPS[OPS.index("gate_proj") : OPS.index("down_proj") + 1]
 
 
@@ -783,109 +719,3 @@ def _moe_expressions(dense: dict, gated_mlp: bool, act: str) -> dict:
 def expressions_for(cfg, *, causal: bool = True, absorbed: bool = False) -> dict:
     """:func:`model_expressions` with the structure (MoE, MLA, windows, norms, MLP) of ``cfg``."""
     return model_expressions(causal=causal, absorbed=absorbed, **_flags(cfg))
-
-
-def model_values(cfg) -> dict:
-    """The model symbols of :func:`model_expressions`, valued from a ``ModelConfig``."""
-    values = {
-        n_layers: cfg.n_layers, d_model: cfg.hidden_size, d_ff: cfg.intermediate_size,
-        n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim,
-        vocab: cfg.vocab_size,
-    }
-    if getattr(cfg, "n_windowed_layers", 0):
-        values |= {n_local: cfg.n_windowed_layers, window: cfg.sliding_window}
-    if getattr(cfg, "is_moe", False):
-        values |= {
-            n_experts: cfg.n_routed_experts, top_k: cfg.n_experts_per_token,
-            n_shared: cfg.n_shared_experts, d_expert: cfg.moe_intermediate_size,
-            n_dense: cfg.first_dense_layers,
-        }
-    if getattr(cfg, "is_mla", False):
-        values |= {
-            q_rank: cfg.q_lora_rank, kv_rank: cfg.kv_lora_rank, d_rope: cfg.qk_rope_head_dim,
-            d_nope: cfg.qk_nope_head_dim, d_v: cfg.v_head_dim,
-        }
-    return {k: sp.Integer(v) for k, v in values.items()}
-
-
-# --- parameters, valued --------------------------------------------------------------------
-def _param_flags(cfg) -> tuple:
-    f = _flags(cfg)
-    return tuple(f[k] for k in ("gated_mlp", "qkv_bias", "moe", "mla", "q_lora", "post_norms",
-                                "qk_norm"))
-
-
-@lru_cache(maxsize=512)
-def _valued_params(cfg) -> dict[str, dict[str, int]]:
-    values = model_values(cfg)
-    table = _param_table(*_param_flags(cfg))
-    out = {op: {k: int(v.xreplace(values)) for k, v in parts.items()} for op, parts in table.items()}
-    if cfg.tie_embeddings:  # the head multiplies by the embedding's own matrix
-        out["lm_head"] = {"lm_head": 0}
-    return out
-
-
-def params_by_op(cfg) -> dict[str, int]:
-    """Parameters of ``cfg`` by the operation that uses them (:func:`param_expressions`, valued).
-
-    Keys are the ops of :func:`ops_for` that have weights, in pass order; a tied LM head
-    counts 0 (its matrix is ``embed``'s). They sum to ``ModelConfig.n_params``.
-    """
-    return {op: sum(parts.values()) for op, parts in _valued_params(cfg).items()}
-
-
-PARAM_COMPONENTS = ("embedding", "attention", "mlp", "router", "shared_experts",
-                    "routed_experts", "norms", "lm_head")
-"""The components :func:`param_counts` sums parameters into."""
-
-
-def param_counts(cfg) -> dict[str, int]:
-    """Parameters of ``cfg`` by component (:data:`PARAM_COMPONENTS`): the same table by column."""
-    counts = dict.fromkeys(PARAM_COMPONENTS, 0)
-    for parts in _valued_params(cfg).values():
-        for k, v in parts.items():
-            counts[k] += v
-    return counts
-
-
-# --- vectorised numbers for the calculator ---------------------------------------------------
-@cache
-def _traffic_functions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
-                       windowed, post_norms, qk_norm, act):
-    """Per op, a NumPy function of (model values..., B, n_new, n_past) -> four arrays."""
-    exprs = _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
-                               windowed, post_norms, qk_norm, act)
-    model = [n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab, n_local, window]
-    model += [n_experts, top_k, n_shared, d_expert, n_dense, q_rank, kv_rank, d_rope, d_nope, d_v]
-    args = [*model, B, _N_NEW, _N_PAST]
-    funcs = {}
-    for op, (flops, read, written) in exprs.items():
-        moved = sp.expand(read + written)  # linear in b_w, b_kv, b_act: split by coefficient
-        parts = [flops] + [moved.coeff(b) for b in (b_w, b_kv, b_act)]
-        funcs[op] = sp.lambdify(args, parts, modules="numpy")
-    return model, funcs
-
-
-def op_elements(cfg, batch, n_new_, n_past_=0, *, causal: bool = True, absorbed: bool = False):
-    """Vectorised op counts for the calculator: per op ``(flops, weight, kv, act)`` as arrays.
-
-    ``batch``, ``n_new_`` and ``n_past_`` may be NumPy arrays (they broadcast). ``weight``,
-    ``kv`` and ``act`` are the *elements* moved (read plus written) of each kind, so that bytes
-    are ``elements * bytes_per_element`` of the caller's precisions. The same expressions as
-    :func:`op_costs`, lambdified instead of substituted: floats, not exact integers.
-    """
-    import numpy as np
-
-    f = _flags(cfg)
-    model, funcs = _traffic_functions(
-        causal, f["gated_mlp"], f["qkv_bias"], f["moe"], f["mla"], f["q_lora"], absorbed,
-        f["windowed"], f["post_norms"], f["qk_norm"], f["act"],
-    )
-    known = model_values(cfg)
-    values = [float(known.get(s, 0)) for s in model]
-    b, n, p = (np.asarray(x, dtype=float) for x in (batch, n_new_, n_past_))
-    shape = np.broadcast_shapes(b.shape, n.shape, p.shape)
-    return {
-        op: tuple(np.broadcast_to(np.asarray(x, dtype=float), shape) for x in f(*values, b, n, p))
-        for op, f in funcs.items()
-    }

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import formulas, validate
+from . import counts, formulas, validate
 from .dtypes import bytes_per_element
 from .models import ModelConfig, get_model
 
@@ -38,7 +38,7 @@ def step_traffic(model, batch, context, *, weight_dtype: str = "bf16",
     cfg = _model(model)
     b = validate.integers("batch", batch)
     ctx = validate.integers("context", context, maximum=cfg.max_context)
-    ops = formulas.op_elements(cfg, b, 1, ctx - 1, absorbed=True)
+    ops = counts.op_elements(cfg, b, 1, ctx - 1, absorbed=True)
     weights = sum(ops[op][1] for op in ops)
     return {
         "weights": weights * float(bytes_per_element(weight_dtype)),
@@ -74,7 +74,7 @@ def attention_intensity(model, *, kv_dtype: str = "bf16", grouped: bool = True,
     tp = validate.integer("tp", tp)
     if cfg.n_heads % tp:
         raise ValueError(f"tp ({tp}) must divide n_heads ({cfg.n_heads}) of {cfg.name!r}")
-    ops = formulas.op_elements(cfg, 1, 1, 1023, absorbed=True)
+    ops = counts.op_elements(cfg, 1, 1, 1023, absorbed=True)
     flops = float(sum(ops[op][0] for op in formulas.ATTENTION_OPS))
     kv = float(ops["kv_read"][2]) * float(bytes_per_element(kv_dtype))
     if not grouped and not cfg.is_mla:

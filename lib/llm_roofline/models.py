@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import formulas, validate
+from . import counts, formulas, validate
 from .dtypes import bytes_per_element
 
 SUPPORTED_MODEL_TYPES = (
@@ -220,7 +220,7 @@ class ModelConfig:
 
     def attention_params(self) -> int:
         """Parameters of one layer's attention block (projections, biases, MLA's and QK norms)."""
-        return formulas.param_counts(self)["attention"] // self.n_layers
+        return counts.param_counts(self)["attention"] // self.n_layers
 
     def param_counts(self) -> dict[str, int]:
         """Parameters by component; they sum to ``n_params``.
@@ -230,7 +230,7 @@ class ModelConfig:
         Valued from :func:`llm_roofline.formulas.param_expressions`, the expressions whose
         weight bytes the calculator counts.
         """
-        return formulas.param_counts(self)
+        return counts.param_counts(self)
 
     def params_by_op(self) -> dict[str, int]:
         """Parameters by the operation that uses them, over all layers; they sum to ``n_params``.
@@ -240,7 +240,7 @@ class ModelConfig:
         MLPs and all experts, ``lm_head``), so that a per-op rule, such as which ops tensor
         parallelism replicates, applies to the weights as it does to the FLOPs and bytes.
         """
-        return formulas.params_by_op(self)
+        return counts.params_by_op(self)
 
     @property
     def n_params(self) -> int:

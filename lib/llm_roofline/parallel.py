@@ -40,9 +40,11 @@ import math
 from dataclasses import dataclass
 
 from . import validate
-from .calculator import Memory, estimate, memory, setup
+from .calculator import estimate
+from .deployment import setup
 from .hardware import get_accelerator
 from .models import ModelConfig, get_model
+from .vram import Memory, memory
 
 __all__ = ["Layout", "ParallelEstimate", "expert_load", "layout_needed", "parallel_estimate"]
 

@@ -56,6 +56,7 @@ import numpy as np
 
 from . import calculator, measured, validate
 from .calculator import Estimate
+from .deployment import setup
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
@@ -271,7 +272,7 @@ def _costs(row: measured.Row) -> _Costs:
 
 @lru_cache(maxsize=4096)
 def _costs_of(row: measured.Row, config: ModelConfig) -> _Costs:
-    s = calculator.setup(row.config, row.accelerator, **row.options())
+    s = setup(row.config, row.accelerator, **row.options())
     b, p, o = row.sizes()
     pre = s.pass_costs(b, p, 0, absorbed=False, logits_tokens=b)
     mid = p + max(o - 1, 1) / 2 - 0.5  # the mean of the contexts the decode steps see, minus one

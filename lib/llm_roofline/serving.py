@@ -37,8 +37,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from . import validate
-from .calculator import Setup, decode_step, estimate, memory, setup
+from .calculator import decode_step, estimate
+from .deployment import Setup, setup
 from .models import ModelConfig
+from .vram import memory
 
 __all__ = [
     "ChunkedPrefill", "Disaggregation", "MixedStep", "Speculative", "chunked_prefill",

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
-from .calculator import estimate, max_batch
+from .calculator import estimate
 from .models import ModelConfig
 from .serving import mixed_step
+from .vram import max_batch
 
 __all__ = ["SLAChoice", "best_batch", "ttft_joining"]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from time import perf_counter
 
-from ..formulas import OPS, Cost, total
+from ..counts import Cost, total
+from ..formulas import OPS
 
 PHASES = ("prefill", "decode")
 

@@ -1,144 +1,32 @@
-"""Figures and tables of chapters 1 and 2: the paradox and the two phases.
+"""Chapter 2, the two phases (``notebooks/02_two_phases``): its figures, tables and answer checks.
 
-Pure drawing and table shaping: every number comes in from the caller (the tally, the
-formulas, the calculator); nothing here counts FLOPs or bytes.
+Pure drawing and table shaping: every number comes in from the caller (the tally, the counts,
+the calculator); nothing here counts FLOPs or bytes.
 
-- :func:`timeline`: a profiler-style trace of one ``generate`` call, one block per forward
-  pass, as wide as its time and as tall as its achieved FLOP/s;
-- :func:`decode_share`: the share of a call's time spent in decode against output length;
-- :func:`snapshot`: a tally's two phases as a profiler's summary (time, share, FLOP/s, GB/s);
 - :func:`phase_rows`: per operation, the FLOPs, bytes and intensity of a prefill and of a
   decode step side by side, as rows for ``widgets.html_table``;
 - :func:`op_intensity`: the same intensities as a dot plot against a chip's ridge point;
-- :func:`two_regimes`: the article's flowchart of the two phases, redrawn.
+- :func:`two_regimes`: the article's flowchart of the two phases, redrawn;
+- the answer checks ``phases-1`` ... ``phases-4``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .formulas import Cost, total
-from .validate import choice, real
+from ..counts import Cost, total
+from ..validate import choice, real
+from .ch01 import _first
+from .plots import PHASE_COLORS, _axes
+from .registry import register
 
-__all__ = ["PHASE_COLORS", "decode_share", "op_intensity", "phase_rows", "snapshot", "timeline",
-           "two_regimes"]
+__all__ = ['BYTE_UNITS', 'FLOP_UNITS', 'op_intensity', 'phase_rows', 'two_regimes']
 
-PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b6ca8"}
-"""One colour per phase, used by every figure of the two chapters."""
 
 FLOP_UNITS = {"FLOP": 1.0, "kFLOP": 1e3, "MFLOP": 1e6, "GFLOP": 1e9, "TFLOP": 1e12}
+
+
 BYTE_UNITS = {"B": 1.0, "kB": 1e3, "MB": 1e6, "GB": 1e9}
-
-
-def _axes(ax, figsize):
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
-    return ax
-
-
-def timeline(passes: Sequence[Mapping], flops: Sequence[float], *, ax=None, log: bool = False):
-    """One ``generate`` call as a trace: each forward pass a block from its start to its end.
-
-    ``passes`` are ``Tally.passes`` (each with ``phase`` and ``seconds``), in the order they
-    ran; ``flops[i]`` is the FLOPs of pass ``i``. A block's width is the pass's time (ms) and
-    its height the FLOP/s it achieved (GFLOP/s), so its area is its FLOPs: prefill is one
-    thick block, decode a row of thin low ones. ``log`` puts the FLOP/s on a log axis.
-    """
-    from matplotlib.patches import Patch, Rectangle
-
-    passes, flops = list(passes), list(flops)
-    if not passes:
-        raise ValueError("passes must hold at least one forward pass, got none")
-    if len(flops) != len(passes):
-        raise ValueError(f"flops must have one value per pass ({len(passes)}), got {len(flops)}")
-    ax = _axes(ax, (7, 3.6))
-    start, top = 0.0, 0.0
-    for i, (p, f) in enumerate(zip(passes, flops, strict=True)):
-        phase = choice(f"passes[{i}]['phase']", p.get("phase"), PHASE_COLORS)
-        seconds = real(f"passes[{i}]['seconds']", p.get("seconds"), minimum=0.0, open_min=True)
-        f = real(f"flops[{i}]", f, minimum=0.0)
-        rate = f / seconds / 1e9
-        ax.add_patch(Rectangle((1e3 * start, 0.0), 1e3 * seconds, rate, facecolor=PHASE_COLORS[phase],
-                               edgecolor="white", linewidth=0.3, label=phase))
-        start += seconds
-        top = max(top, rate)
-    ax.set_xlim(0, 1e3 * start)
-    if log:
-        ax.set_yscale("log")
-        low = min(f / p["seconds"] / 1e9 for p, f in zip(passes, flops, strict=True) if f > 0)
-        ax.set_ylim(low / 2, 2 * top)
-    else:
-        ax.set_ylim(0, 1.1 * top)
-    ax.set_xlabel("time since the call began (ms)")
-    ax.set_ylabel("achieved GFLOP/s")
-    phases = [ph for ph in PHASE_COLORS if any(p["phase"] == ph for p in passes)]
-    ax.legend(handles=[Patch(color=PHASE_COLORS[ph], label=ph) for ph in phases],
-              loc="upper right", fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
-    return ax
-
-
-def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=None,
-                 threshold: float | None = 0.95, label: str | None = None, color=None):
-    """The share of one call's time spent in decode (``shares``, fractions) against output length.
-
-    A log x-axis of output tokens; ``threshold`` draws a dashed horizontal line (None: none).
-    """
-    output_lens, shares = list(output_lens), list(shares)
-    if len(output_lens) != len(shares) or not shares:
-        raise ValueError(
-            f"output_lens and shares must be non-empty and of one length, "
-            f"got {len(output_lens)} and {len(shares)}"
-        )
-    for i, s in enumerate(shares):
-        real(f"shares[{i}]", s, minimum=0.0, maximum=1.0)
-    ax = _axes(ax, (7, 4))
-    ax.plot(output_lens, [100 * s for s in shares], color=color or PHASE_COLORS["decode"],
-            linewidth=2, label=label)
-    if threshold is not None:
-        threshold = real("threshold", threshold, minimum=0.0, maximum=1.0)
-        ax.axhline(100 * threshold, color="0.4", linestyle="--", linewidth=1)
-        ax.text(output_lens[0], 100 * threshold - 2, f"{100 * threshold:g} %", va="top",
-                fontsize=10, color="0.3")
-    ax.set_xscale("log")
-    ax.set_ylim(0, 100)
-    ax.set_xlabel("output tokens per request")
-    ax.set_ylabel("time in decode (% of the call)")
-    ax.grid(alpha=0.3)
-    if label is not None:
-        ax.legend(fontsize=10, loc="lower right")
-    return ax
-
-
-def snapshot(tally) -> list[dict]:
-    """A ``Tally`` of one ``generate`` call as a profiler's summary, one row per quantity.
-
-    Columns ``prefill`` and ``decode`` hold text: the passes, the tokens each pass fed, the
-    measured time and its share of the call, the FLOPs and bytes counted, and the FLOP/s and
-    bytes/s achieved (counted over measured). Rows, not columns, so it fits a phone.
-    """
-    passes = list(tally.passes)
-    phases = ("prefill", "decode")
-    missing = [ph for ph in phases if not any(p["phase"] == ph for p in passes)]
-    if missing:
-        raise ValueError(f"tally must hold passes of both phases; it has none of {missing}")
-    wall = tally.seconds()
-    columns = {}
-    for ph in phases:
-        mine = [p for p in passes if p["phase"] == ph]
-        c, t = tally.total(ph), tally.seconds(ph)
-        tokens = sorted({p["batch"] * p["n_new"] for p in mine})
-        columns[ph] = [
-            f"{len(mine):,}", " or ".join(f"{n:,}" for n in tokens), f"{1e3 * t:,.1f}",
-            f"{100 * t / wall:.0f} %", f"{c.flops / 1e9:,.2f}", f"{c.flops / t / 1e9:,.2f}",
-            f"{c.bytes / 1e6:,.0f}", f"{c.bytes / t / 1e9:,.2f}",
-        ]
-    labels = ["forward passes", "tokens per pass", "time (ms)", "share of the call", "GFLOP",
-              "achieved GFLOP/s", "MB moved", "achieved GB/s"]
-    return [{"": label, "prefill": columns["prefill"][i], "decode": columns["decode"][i]}
-            for i, label in enumerate(labels)]
 
 
 def _scale(units: Mapping[str, float], unit: str, field: str) -> float:
@@ -260,3 +148,65 @@ def two_regimes(ax=None):
     arrow((6.6, 3.75), (6.6, 2.25), color=dec, text="appends 1", at=(6.45, 3.0), ha="right")
     arrow((8.0, 2.25), (8.0, 3.75), color=dec, text="reads all", at=(8.15, 3.0), ha="left")
     return ax
+
+
+# notebooks/02_two_phases: GEMM and GEMV ---------------------------------------------
+
+
+def _phases_1() -> float:
+    from ..counts import op_costs
+    from ..models import get_model
+
+    return op_costs(get_model("llama-3-70b"), 16, 1, 2047)["down_proj"].intensity
+
+
+def _phases_2() -> float:
+    from ..counts import op_costs
+    from ..hardware import get_accelerator
+    from ..models import get_model
+
+    cfg, ridge = get_model("llama-3-8b"), get_accelerator("H100 SXM").ridge("bf16")
+    return _first(lambda n: op_costs(cfg, 1, n)["down_proj"].intensity >= ridge,
+                  1, cfg.max_context)
+
+
+def _phases_3() -> float:
+    from .. import formulas as F
+
+    values = {F.n_new: 64, F.n_past: 0}
+    causal = F.attention_pairs_expr(causal=True).subs(values)
+    full = F.attention_pairs_expr(causal=False).subs(values)
+    return float(causal / full)
+
+
+def _phases_4() -> float:
+    from ..counts import op_costs, total
+    from ..models import get_model
+
+    costs = op_costs(get_model("llama-3-8b"), 16, 1, 8191)
+    return 100 * costs["kv_read"].bytes / total(costs).bytes
+
+
+register(
+    "phases-1", _phases_1, unit="FLOP/byte", rtol=0.01,
+    hint="a batch of B decode tokens is a [B x d_ff] activation: 2 B d_ff d FLOPs over the "
+    "weight bytes plus the activations'.",
+)
+
+
+register(
+    "phases-2", _phases_2, unit="tokens", rtol=0.01,
+    hint="intensity 2 L k n / (2 (k n + L k + L n)) at BF16; find the first L at the ridge.",
+)
+
+
+register(
+    "phases-3", _phases_3, unit="of the full block", rtol=0.001,
+    hint="a causal kernel scores token i against i + 1 keys: sum them, over L x L.",
+)
+
+
+register(
+    "phases-4", _phases_4, unit="% of the bytes", rtol=0.01,
+    hint="compare kv_read's bytes with the total of every operation of the step.",
+)

@@ -42,21 +42,35 @@ from pathlib import Path
 
 import sympy as sp
 
-from . import calculator, formulas
-from .calculator import ATTENTION_KERNEL, estimate
-from .dtypes import list_dtypes
-from .hardware import get_accelerator, list_accelerators
-from .models import get_model, list_models
+from .. import deployment, formulas
+from ..calculator import estimate
+from ..counts import model_values
+from ..deployment import ATTENTION_KERNEL, HEAD_OPS, kv_share
+from ..dtypes import list_dtypes
+from ..hardware import get_accelerator, list_accelerators
+from ..models import get_model, list_models
+from ..vram import activation_elements_per_token
 
-__all__ = ["PAGES", "data", "gpu_counts", "javascript", "model_passes", "write"]
+__all__ = [
+    'ASSETS', 'DATA_FILE', 'PAGES', 'data', 'gpu_counts', 'javascript', 'model_passes', 'setup',
+    'write',
+]
+
 
 PAGES = ("book/calculator", "notebooks/07_calculator")
 """The pages (Sphinx docnames) that load the calculator's files; each holds one
 ``<div id="llm-calc" class="llm-calc"></div>`` where the calculator appears."""
 
+
 DATA_FILE = "calculator-data.js"
+
+
 ASSETS = ("calculator.css", "calculator.js")  # in book/_calculator, beside the page
+
+
 _REFERENCE_CHIP = "h100-sxm"  # has an interconnect and a network: only the model's limits apply
+
+
 _SENTINEL = -777  # a bad value whose message is turned into a template, "{}" in its place
 
 
@@ -72,7 +86,7 @@ _WORKLOAD = (formulas.B, formulas.n_new, formulas.n_past)
 
 def _op_parts(cfg, absorbed: bool) -> dict[str, list[sp.Expr]]:
     """Per op ``[flops, weight elements, kv elements]``, valued for ``cfg`` (as ``op_elements``)."""
-    values = formulas.model_values(cfg)
+    values = model_values(cfg)
     out = {}
     for op, (flops, read, written) in formulas.expressions_for(cfg, absorbed=absorbed).items():
         moved = sp.expand(read + written)  # linear in b_w, b_kv, b_act: split by coefficient
@@ -162,14 +176,14 @@ def _model_data(name: str, counts: list[int]) -> dict:
     tp = {}
     for n in counts:
         try:
-            s = calculator.setup(cfg, _REFERENCE_CHIP, n_gpus=n)
+            s = deployment.setup(cfg, _REFERENCE_CHIP, n_gpus=n)
         except ValueError as err:
             tp[n] = {"error": str(err)}
             continue
         tp[n] = {
             "shares": [s.shares[op] for op in ops],
-            "kvShare": calculator._kv_share(cfg, n),
-            "actPerToken": calculator._activation_elements_per_token(cfg, n),
+            "kvShare": kv_share(cfg, n),
+            "actPerToken": activation_elements_per_token(cfg, n),
             "allreduceBytesPerToken": float(s.allreduce_bytes(1.0)),
         }
     over = cfg.max_context + 1
@@ -177,7 +191,7 @@ def _model_data(name: str, counts: list[int]) -> dict:
         "name": name, "maxContext": cfg.max_context, "nLayers": cfg.n_layers,
         "hidden": cfg.hidden_size, "vocab": cfg.vocab_size, "ops": ops,
         "kernels": ["attention" if op in ATTENTION_KERNEL else op for op in ops],
-        "head": [op in calculator._HEAD_OPS for op in ops],
+        "head": [op in HEAD_OPS for op in ops],
         "params": [params.get(op, 0) for op in ops], "breaks": _breaks(cfg), "tp": tp,
         "contextError": _template(lambda: estimate(cfg, _REFERENCE_CHIP, 1, over - 1, 1),
                                   f"{over:,}"),
@@ -194,7 +208,7 @@ def _chip_data(name: str, counts: list[int], dtypes: list[str]) -> dict:
             compute[d] = str(err)
     auto = {}
     for w in dtypes:
-        s = calculator.setup("llama-2-7b", chip, weight_dtype=w)
+        s = deployment.setup("llama-2-7b", chip, weight_dtype=w)
         auto[w] = [s.compute_dtype, chip.peak(s.compute_dtype)]
     tp, big = {}, 2.0**40
     for n in counts:
@@ -215,7 +229,7 @@ def data() -> dict:
     counts, dtypes = gpu_counts(), list(list_dtypes())
     defaults = {k: p.default for k, p in inspect.signature(estimate).parameters.items()
                 if p.default is not inspect.Parameter.empty}
-    sizes = {w: calculator.setup("llama-2-7b", _REFERENCE_CHIP, weight_dtype=w, kv_dtype=w).sizes
+    sizes = {w: deployment.setup("llama-2-7b", _REFERENCE_CHIP, weight_dtype=w, kv_dtype=w).sizes
              for w in dtypes}
 
     def bad(field):
@@ -223,7 +237,7 @@ def data() -> dict:
         return _template(lambda: estimate("llama-2-7b", _REFERENCE_CHIP, **args), str(_SENTINEL))
 
     def bad_fraction(field):
-        call = lambda: calculator.setup("llama-2-7b", _REFERENCE_CHIP, **{field: _SENTINEL})  # noqa: E731
+        call = lambda: deployment.setup("llama-2-7b", _REFERENCE_CHIP, **{field: _SENTINEL})  # noqa: E731
         return _template(call, str(_SENTINEL))
 
     return {

@@ -1,4 +1,4 @@
-"""Answer checks for chapter 8 (``notebooks/08_your_machine``): ``check("machine-2", 12.3)``.
+"""Chapter 8, your machine: its answer checks (``notebooks/08_your_machine``): ``check("machine-2", 12.3)``.
 
 One answer depends on nothing but the library (``machine-1``, a count of bytes); the
 others depend on the reader's own machine, so they are computed from the measurements the
@@ -11,23 +11,24 @@ from __future__ import annotations
 
 import math
 
-from .exercises import register
+from .registry import register
 
-__all__ = ["use"]
+__all__ = ['use']
+
 
 _STATE: dict = {"host": None}
 
 
 def use(host: dict) -> None:
     """Check the machine-dependent answers against ``host`` (``measure_roofline()``'s dict)."""
-    from .machine import host_accelerator
+    from ..machine import host_accelerator
 
     host_accelerator(host)  # raises ValueError if host is not such a dict
     _STATE["host"] = host
 
 
 def _chip():
-    from .machine import host_accelerator
+    from ..machine import host_accelerator
 
     if _STATE["host"] is None:
         raise ValueError(
@@ -38,21 +39,21 @@ def _chip():
 
 
 def _l_decode(batch: int = 1, context: int = 64):
-    from . import formulas as F
-    from .machine import chapter_models
+    from ..counts import op_costs
+    from ..machine import chapter_models
 
-    costs = F.op_costs(chapter_models()["L"], batch, 1, context - 1, weight_dtype="fp32")
+    costs = op_costs(chapter_models()["L"], batch, 1, context - 1, weight_dtype="fp32")
     return costs
 
 
 def _machine_1() -> float:
     """Bytes a 1,024-wide float32 query projection moves at batch 4 (a machine-free count)."""
-    from . import formulas as F
-    from .models import ModelConfig
+    from ..counts import op_costs
+    from ..models import ModelConfig
 
     width = ModelConfig("gemv-1024", vocab_size=1024, hidden_size=1024, intermediate_size=2816,
                         n_layers=1, n_heads=16, n_kv_heads=16, head_dim=64)
-    return F.op_costs(width, 4, 1, 63, weight_dtype="fp32")["q_proj"].bytes
+    return op_costs(width, 4, 1, 63, weight_dtype="fp32")["q_proj"].bytes
 
 
 def _machine_2() -> float:
@@ -65,13 +66,13 @@ def _machine_3() -> float:
 
 
 def _machine_4() -> float:
-    from .formulas import total
+    from ..counts import total
 
     return 1e3 * total(_l_decode()).bytes / _chip().bandwidth
 
 
 def _machine_5() -> float:
-    from .calculator import estimate
+    from ..calculator import estimate
 
     e = estimate("llama-3-8b", _chip(), 1, 512, 128, weight_dtype="fp32", kv_dtype="fp32",
                  act_dtype="fp32")
@@ -83,21 +84,29 @@ register(
     hint="4 bytes per float32 number: the weight matrix once, plus the 4 activation rows read "
     "and the 4 result rows written.",
 )
+
+
 register(
     "machine-2", _machine_2, unit="FLOPs/byte",
     hint="the ridge is the measured matmul peak over the measured read bandwidth; mind "
     "GFLOP/s against GB/s.",
 )
+
+
 register(
     "machine-3", _machine_3, unit="sequences", rtol=0.0,
     hint="in float32 a decode step's linear layers do 2 FLOPs per 4-byte weight per sequence: "
     "I = B / 2; find the first whole B at or past your ridge.",
 )
+
+
 register(
     "machine-4", _machine_4, unit="ms", rtol=0.05,
     hint="a memory-bound step takes bytes / bandwidth; sum the bytes of every operation of one "
     "step (formulas.op_costs in fp32).",
 )
+
+
 register(
     "machine-5", _machine_5, unit="ms", rtol=0.02,
     hint="estimate(..., weight_dtype='fp32', kv_dtype='fp32', act_dtype='fp32') with your "

@@ -1,11 +1,12 @@
-"""The chapters' figures, as pure functions: parameters in, a Matplotlib figure (or Axes) out.
+"""Chapter 7, the calculator (``notebooks/07_calculator``): its figures and its answer checks.
 
-No arithmetic here: every number comes from ``calculator``, ``formulas`` and ``roofline``. The
-notebooks call these functions, so a page shows the idea (which model, which precision,
-which range) and not forty lines of plotting.
+No arithmetic here: every number comes from the library (``calculator``, ``vram``,
+``critical``, ``counts``). The notebook calls these functions, so its page shows the idea
+(which model, which precision, which range) and not forty lines of plotting.
 
-Every figure is sized for the book's content column (about 700 px wide): at most 7.2 inches
-wide, with no text under 9 pt, so labels read at the page's width without zooming.
+- :func:`memory_bars`, :func:`latency_curves`, :func:`critical_curves`, :func:`experts_read`,
+  :func:`dashboard`: the chapter's figures;
+- the answer checks ``calculator-1`` ... ``calculator-5``.
 """
 
 from __future__ import annotations
@@ -14,32 +15,35 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import formulas as F
-from .calculator import critical_batch, estimate, gpus_needed, max_batch, max_compute_context, memory
-from .dtypes import bytes_per_element
-from .hardware import get_accelerator
-from .models import get_model
-from .roofline import explore
-from .validate import choice, integer, real
+from ..calculator import estimate
+from ..counts import op_elements
+from ..critical import critical_batch, max_compute_context
+from ..hardware import get_accelerator
+from ..models import get_model
+from ..validate import choice, integer, real
+from ..vram import gpus_needed, max_batch, memory
+from .ch05 import PARTS
+from .plots import _WIDTH, PAGE, GiB
+from .registry import register
 
 __all__ = [
-    "COLOURS", "PAGE", "PARTS", "PRECISIONS", "SCALES", "critical_curves", "dashboard",
-    "experts_read", "kv_step_bars", "latency_curves", "memory_bars", "roofline_grid",
+    'COLOURS', 'PRECISIONS', 'SCALES', 'critical_curves', 'dashboard', 'experts_read',
+    'latency_curves', 'memory_bars',
 ]
 
-GiB = 2**30
+
 #: the article's three scales
 SCALES = {"7B": "llama-2-7b", "70B": "llama-3-70b", "671B": "deepseek-v3"}
+
+
 #: precision -> (weights, KV cache); INT4 is weight-only (GPTQ/AWQ style): its cache stays 16-bit
 PRECISIONS = {"BF16": ("bf16", "bf16"), "FP8": ("fp8", "fp8"), "INT4": ("int4", "bf16")}
+
+
 COLOURS = {"BF16": "tab:blue", "FP8": "tab:orange", "INT4": "tab:green"}
-PARTS = {"weights": "tab:blue", "KV cache": "tab:orange", "activations": "tab:green",
-         "reserve": "0.75"}
-#: Matplotlib settings for a figure read at the page's width: no text under 9 pt
-PAGE = {"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
-        "ytick.labelsize": 9, "legend.fontsize": 9, "figure.titlesize": 10}
+
+
 _MOE_COLOURS = ("tab:purple", "tab:red", "tab:brown", "tab:olive")
-_WIDTH = 7.2  # inches: about 700 px at the inline backend's 100 dpi
 
 
 def _precision(precision: str) -> tuple[str, str]:
@@ -178,7 +182,7 @@ def experts_read(models: Sequence[str] = ("deepseek-v3", "mixtral-8x7b"), larges
         fig, ax = plt.subplots(figsize=(_WIDTH, 3.8))
         for name, colour in zip(models, _MOE_COLOURS, strict=False):
             cfg = get_model(name)
-            step = F.op_elements(cfg, batch, 1, 0, absorbed=True)
+            step = op_elements(cfg, batch, 1, 0, absorbed=True)
             weights = sum(w for _, (_, w, _, _) in step.items())
             body = cfg.n_params - cfg.param_counts()["embedding"]
             label = f"{name} ({cfg.n_routed_experts} experts, top {cfg.n_experts_per_token})"
@@ -250,53 +254,97 @@ def dashboard(model="llama-3-70b", precision: str = "FP8", batch: int = 32, prom
     return ax
 
 
-def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
-                  dtypes: Sequence[str] = ("bf16", "fp8"), batch: int = 32):
-    """Small multiples: a batch-``batch`` decode's linear layers on each chip and precision.
-
-    Rows are chips, columns precisions; the kernel's intensity is ``2 * batch`` FLOPs per
-    ``bytes_per_element(dtype)`` bytes (2 FLOPs per weight per token). A chip without tensor
-    math at a precision gets a panel that says so. Returns the figure.
-    """
-    import matplotlib.pyplot as plt
-
-    batch = integer("batch", batch)
-    with plt.rc_context(PAGE):
-        fig, axes = plt.subplots(len(chips), len(dtypes), figsize=(_WIDTH, 2.6 * len(chips)),
-                                 squeeze=False)
-        for row, chip in zip(axes, chips, strict=True):
-            accelerator = get_accelerator(chip)
-            for ax, dtype in zip(row, dtypes, strict=True):
-                if accelerator.has(dtype):
-                    intensity = 2 * batch / float(bytes_per_element(dtype))
-                    explore(accelerator, dtype, intensity, ax=ax)
-                    ax.legend().remove()
-                    for text in ax.texts:
-                        text.set_fontsize(9)
-                else:
-                    ax.text(0.5, 0.5, f"{accelerator.name}\nhas no {dtype.upper()} tensor math",
-                            ha="center", va="center", transform=ax.transAxes, fontsize=10)
-                    ax.set_axis_off()
-                ax.set_title(f"{accelerator.name}, {dtype.upper()}")
-                ax.set_xlabel("I (FLOPs/byte)")
-                ax.set_ylabel("TFLOPS")
-        fig.tight_layout()
-    return fig
+# notebooks/07_calculator: the calculator ------------------------------------------
 
 
-def kv_step_bars(ax, batch: int, context: int, model: str = "llama-3-8b",
-                 accelerator: str = "H100", ylim: float = 80.0):
-    """One decode step's weight and KV-cache bytes as two bars, titled with its memory time.
+def _calculator_1() -> float:
+    from ..models import get_model
 
-    The KV-cache chapter's slider and its twins draw this. Returns the Axes.
-    """
-    from .kv import step_traffic
+    return 16 * 8192 * get_model("llama-3-70b").kv_cache_bytes_per_token("bf16") / 1e9
 
-    traffic = step_traffic(model, batch, context)
-    chip = get_accelerator(accelerator)
-    gb = [traffic["weights"] / 1e9, traffic["kv"] / 1e9]
-    ms = 1e3 * sum(traffic.values()) / chip.bandwidth
-    ax.bar(["weights", "KV cache"], gb, color=[PARTS["weights"], PARTS["KV cache"]])
-    ax.set(ylabel="bytes read per step (GB)", ylim=(0, real("ylim", ylim, minimum=0, open_min=True)),
-           title=f"B = {batch}, context {context:,}: {ms:.1f} ms on an {accelerator}")
-    return ax
+
+def _calculator_2() -> float:
+    from ..vram import max_batch
+
+    return max_batch("llama-3-8b", "H100 SXM", 2048, 512)
+
+
+def _calculator_3() -> float:
+    from .. import formulas as F
+
+    expected = F.expected_experts_expr().subs({F.n_experts: 256, F.top_k: 8, F.B: 16, F.n_new: 1})
+    return float(expected)
+
+
+def _calculator_4() -> float:
+    from ..calculator import estimate
+
+    e = estimate("llama-3-70b", "H100 SXM", 64, 1024, 256, weight_dtype="fp8", kv_dtype="fp8",
+                 n_gpus=2)
+    return 1e3 * e.tpot_s
+
+
+def _calculator_5() -> float:
+    from ..models import get_model
+
+    cfg = get_model("deepseek-v3")
+    per_head = cfg.n_heads * (cfg.head_dim + cfg.v_head_dim)
+    return per_head / (cfg.kv_lora_rank + cfg.qk_rope_head_dim)
+
+
+register(
+    "calculator-1", _calculator_1, unit="GB",
+    hint="2 (K and V) x layers x KV heads x head_dim x 2 bytes, per token; GB are 1e9 bytes.",
+    mistakes=(
+        (lambda: 8 * _calculator_1(), "that counts the 64 query heads: the cache holds the 8 KV heads."),
+        (lambda: _calculator_1() / 2, "a token caches a key and a value: count both."),
+        (lambda: _calculator_1() * 1e9 / 2**30, "that is in GiB (2**30 bytes): the question asks GB."),
+    ),
+)
+
+
+register(
+    "calculator-2", _calculator_2, unit="sequences", rtol=0.02,
+    hint="usable memory is 90 % of 80 GiB (2**30 bytes each); subtract the weights, divide by one "
+    "sequence's cache (prompt plus generated tokens).",
+    mistakes=(
+        (lambda: _calculator_2() * 2560 / 2048,
+         "a sequence caches its generated tokens too, not only the prompt."),
+    ),
+)
+
+
+register(
+    "calculator-3", _calculator_3, unit="experts",
+    hint="an expert is missed by every one of the T tokens with probability (1 - k/E)^T.",
+    mistakes=(
+        (lambda: 16 * 8.0, "16 x 8 counts an expert twice when two tokens pick it: use the "
+         "probability that no token picks it."),
+        (lambda: 8.0, "that is one token's experts: the batch's 16 tokens pick more."),
+    ),
+)
+
+
+register(
+    "calculator-4", _calculator_4, unit="ms", rtol=0.08,
+    hint="one decode step makes one token for every user, so TPOT is the step time: per GPU, "
+    "its share of the weights plus every user's cache (at about the average context), over the "
+    "bandwidth. The library also counts the 16-bit embedding and head and the 160 all-reduces "
+    "of each step (about 3 us of latency each); a hand estimate within 8 % is right.",
+    mistakes=(
+        (lambda: _calculator_4() / 64, "you divided the step time by the batch: that is the "
+         "amortised cost of a token, not what a user waits."),
+        (lambda: 2 * _calculator_4(), "with tensor parallelism each of the two GPUs reads only its "
+         "half of the weights and cache, at the same time."),
+    ),
+)
+
+
+register(
+    "calculator-5", _calculator_5, unit="times",
+    hint="per-head cache: heads x (key dim + value dim); latent: kv_lora_rank + rope dim.",
+    mistakes=(
+        (lambda: _calculator_5() / 8, "that is the ratio per GPU under 8-way tensor parallelism: "
+         "the question asks for the whole cache."),
+    ),
+)

@@ -1,4 +1,5 @@
-"""Figures of the chapter "Why decode is memory-bound": operations of a pass on a roofline.
+"""Chapter 4, why decode is memory-bound (``notebooks/04_why_decode_is_bound``): its figures
+and its answer checks (``bound-1`` ... ``bound-4``).
 
 No arithmetic of its own beyond grouping what the library counted: FLOPs and bytes come from
 :func:`llm_roofline.formulas.op_costs` or a tiny transformer's :class:`~llm_roofline.tiny.Tally`
@@ -18,20 +19,26 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import roofline as rl
-from . import validate
-from .formulas import LINEAR_OPS, Cost, op_costs, total
-from .hardware import get_accelerator
+from .. import roofline as rl
+from .. import validate
+from ..counts import Cost, op_costs, total
+from ..formulas import LINEAR_OPS
+from ..hardware import get_accelerator
+from .registry import register
 
 __all__ = [
-    "KINDS", "op_points", "ops_on_roofline", "phases_on_roofline", "intensity_vs_tokens",
-    "attainable_vs_batch",
+    'KINDS', 'attainable_vs_batch', 'intensity_vs_tokens', 'op_points', 'ops_on_roofline',
+    'phases_on_roofline',
 ]
+
 
 KINDS = {"linear": "o", "attention": "^", "elementwise": "s"}
 """The kinds of operation :func:`op_points` returns, with the marker each is drawn with."""
 
+
 _ATTENTION = ("attn_scores", "attn_values")
+
+
 _PHASE_COLORS = ("C1", "C2", "C3", "C4", "C5")
 
 
@@ -131,7 +138,7 @@ def phases_on_roofline(
     or with ``legend=False`` (small multiples, sharing one figure legend) in the lower
     right, where the legend would be. Returns the Axes.
     """
-    from .models import get_model
+    from ..models import get_model
 
     cfg = get_model(model) if isinstance(model, str) else model
     batch = validate.integer("batch", batch)
@@ -244,3 +251,61 @@ def _compact(value: float) -> str:
         if value >= size:
             return f"{value / size:g}{suffix}"
     return f"{value:g}"
+
+
+def _bound_1() -> float:
+    from ..counts import op_costs
+    from ..models import get_model
+
+    return op_costs(get_model("llama-3-8b"), 1, 512, 0, weight_dtype="bf16")["down_proj"].intensity
+
+
+def _bound_2() -> float:
+    from ..hardware import get_accelerator
+
+    # square d x d projections, all 2-byte: I -> 2 k n / (2 (k + n)) = d / 2 as tokens grow
+    return 2 * get_accelerator("B200").ridge("bf16")
+
+
+def _bound_3() -> float:
+    from ..dtypes import bytes_per_element
+    from ..hardware import get_accelerator
+
+    # weight-only int4: BF16 math; I = 2 B / (bytes per weight); B* where I meets the ridge
+    per_weight = float(bytes_per_element("int4", 32, "fp16"))
+    return get_accelerator("H200 SXM").ridge("bf16") * per_weight / 2
+
+
+def _bound_4() -> float:
+    from ..counts import op_costs, total
+    from ..models import get_model
+
+    return total(op_costs(get_model("llama-3-70b"), 64, 1, 4095, weight_dtype="bf16")).intensity
+
+
+register(
+    "bound-1", _bound_1, unit="FLOPs/byte",
+    hint="2mkn FLOPs over the bytes of the weight matrix, the input and the output, with m the "
+    "tokens of the pass; k and n are the matrix's two sizes.",
+)
+
+
+register(
+    "bound-2", _bound_2, unit="(hidden size)",
+    hint="let m grow without bound in 2mkn / (2(mk + kn + mn)) with k = n = d, and set the "
+    "limit equal to the ridge.",
+)
+
+
+register(
+    "bound-3", _bound_3, unit="sequences",
+    hint="weight-only int4 keeps BF16 math (the H200's BF16 ridge); count half a byte per weight "
+    "plus one 2-byte scale per group of 32.",
+)
+
+
+register(
+    "bound-4", _bound_4, unit="FLOPs/byte",
+    hint="add up the FLOPs and the bytes of every operation of the step: the 64 sequences' KV "
+    "caches are read as well as the weights.",
+)

@@ -19,7 +19,8 @@ import math
 import numbers
 import re
 
-__all__ = ["states", "fmt_like"]
+__all__ = ['fmt_like', 'states']
+
 
 _NUMBER = re.compile(r"^[-−]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?$")
 

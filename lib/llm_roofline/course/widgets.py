@@ -15,7 +15,10 @@ import re
 import string
 from collections.abc import Callable, Sequence
 
-from .validate import integer, real, shorten
+from ..validate import integer, real, shorten
+
+__all__ = ['html_table', 'live', 'scrubber']
+
 
 # to_jshtml links Font Awesome from a CDN for its button icons; the book reads offline,
 # so the link is dropped (the slider and the buttons still work, the theme styles icons).

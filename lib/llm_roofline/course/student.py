@@ -20,6 +20,9 @@ import os
 import tempfile
 from pathlib import Path
 
+__all__ = ['SOLUTION_TAG', 'main', 'strip_solutions', 'write_student_edition']
+
+
 SOLUTION_TAG = "solution"
 
 

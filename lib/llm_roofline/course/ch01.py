@@ -1,0 +1,150 @@
+"""Chapter 1, the paradox (``notebooks/01_dormant_tensor_cores``): its figures and its answer checks.
+
+- :func:`decode_share`: the share of a call's time spent in decode against output length;
+- :func:`snapshot`: a tally's two phases as a profiler's summary (time, share, FLOP/s, GB/s);
+- the answer checks ``paradox-1`` ... ``paradox-4``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..validate import real
+from .plots import PHASE_COLORS, _axes
+from .registry import register
+
+__all__ = ['decode_share', 'snapshot']
+
+
+def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=None,
+                 threshold: float | None = 0.95, label: str | None = None, color=None):
+    """The share of one call's time spent in decode (``shares``, fractions) against output length.
+
+    A log x-axis of output tokens; ``threshold`` draws a dashed horizontal line (None: none).
+    """
+    output_lens, shares = list(output_lens), list(shares)
+    if len(output_lens) != len(shares) or not shares:
+        raise ValueError(
+            f"output_lens and shares must be non-empty and of one length, "
+            f"got {len(output_lens)} and {len(shares)}"
+        )
+    for i, s in enumerate(shares):
+        real(f"shares[{i}]", s, minimum=0.0, maximum=1.0)
+    ax = _axes(ax, (7, 4))
+    ax.plot(output_lens, [100 * s for s in shares], color=color or PHASE_COLORS["decode"],
+            linewidth=2, label=label)
+    if threshold is not None:
+        threshold = real("threshold", threshold, minimum=0.0, maximum=1.0)
+        ax.axhline(100 * threshold, color="0.4", linestyle="--", linewidth=1)
+        ax.text(output_lens[0], 100 * threshold - 2, f"{100 * threshold:g} %", va="top",
+                fontsize=10, color="0.3")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("output tokens per request")
+    ax.set_ylabel("time in decode (% of the call)")
+    ax.grid(alpha=0.3)
+    if label is not None:
+        ax.legend(fontsize=10, loc="lower right")
+    return ax
+
+
+def snapshot(tally) -> list[dict]:
+    """A ``Tally`` of one ``generate`` call as a profiler's summary, one row per quantity.
+
+    Columns ``prefill`` and ``decode`` hold text: the passes, the tokens each pass fed, the
+    measured time and its share of the call, the FLOPs and bytes counted, and the FLOP/s and
+    bytes/s achieved (counted over measured). Rows, not columns, so it fits a phone.
+    """
+    passes = list(tally.passes)
+    phases = ("prefill", "decode")
+    missing = [ph for ph in phases if not any(p["phase"] == ph for p in passes)]
+    if missing:
+        raise ValueError(f"tally must hold passes of both phases; it has none of {missing}")
+    wall = tally.seconds()
+    columns = {}
+    for ph in phases:
+        mine = [p for p in passes if p["phase"] == ph]
+        c, t = tally.total(ph), tally.seconds(ph)
+        tokens = sorted({p["batch"] * p["n_new"] for p in mine})
+        columns[ph] = [
+            f"{len(mine):,}", " or ".join(f"{n:,}" for n in tokens), f"{1e3 * t:,.1f}",
+            f"{100 * t / wall:.0f} %", f"{c.flops / 1e9:,.2f}", f"{c.flops / t / 1e9:,.2f}",
+            f"{c.bytes / 1e6:,.0f}", f"{c.bytes / t / 1e9:,.2f}",
+        ]
+    labels = ["forward passes", "tokens per pass", "time (ms)", "share of the call", "GFLOP",
+              "achieved GFLOP/s", "MB moved", "achieved GB/s"]
+    return [{"": label, "prefill": columns["prefill"][i], "decode": columns["decode"][i]}
+            for i, label in enumerate(labels)]
+
+
+def _first(predicate, low: int, high: int) -> int:
+    """The smallest integer in ``[low, high]`` where a monotone ``predicate`` holds."""
+    if not predicate(high):
+        raise ValueError(f"no value up to {high} satisfies the condition")
+    while low < high:
+        mid = (low + high) // 2
+        if predicate(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+# notebooks/01_dormant_tensor_cores: the paradox -------------------------------------
+
+
+def _paradox_1() -> float:
+    from ..calculator import estimate
+
+    e = estimate("llama-3-8b", "H100 SXM", 1, 2048, 256)
+    return 1 + 0.95 / 0.05 * e.ttft_s / e.tpot_s  # the output length where decode is 95 %
+
+
+def _paradox_2() -> float:
+    from ..calculator import estimate
+
+    e = estimate("llama-3-70b", "H100 SXM", 1, 2048, 256, weight_dtype="fp8", kv_dtype="fp8")
+    return 1 / e.tpot_s
+
+
+def _paradox_3() -> float:
+    from ..calculator import estimate
+    from ..hardware import get_accelerator
+
+    e = estimate("llama-3-8b", "H100 SXM", 32, 2048, 256)
+    return 100 * e.decode_flops / e.tpot_s / get_accelerator("H100 SXM").peak("bf16")
+
+
+def _paradox_4() -> float:
+    from ..counts import op_costs, total
+    from ..hardware import get_accelerator
+    from ..models import get_model
+
+    work = 12.4e-3 * 0.824 * get_accelerator("H100 SXM").peak("bf16")
+    cfg = get_model("llama-3-8b")
+    return _first(lambda n: total(op_costs(cfg, 1, n)).flops >= work,
+                  1, cfg.max_context)
+
+
+register(
+    "paradox-1", _paradox_1, unit="output tokens", rtol=0.02,
+    hint="decode's share is (N-1) TPOT / (TTFT + (N-1) TPOT); solve it for N at 0.95.",
+)
+
+
+register(
+    "paradox-2", _paradox_2, unit="tokens/s", rtol=0.02,
+    hint="one stream gets one token per decode step: 1 / TPOT, with fp8 weights and KV cache.",
+)
+
+
+register(
+    "paradox-3", _paradox_3, unit="% of the peak", rtol=0.02,
+    hint="a decode step's FLOPs divided by its time, over the dense BF16 peak, times 100.",
+)
+
+
+register(
+    "paradox-4", _paradox_4, unit="tokens", rtol=0.07,
+    hint="the work done is time x 0.824 x peak; a prompt token costs about 2 FLOPs per parameter.",
+)

@@ -1,0 +1,132 @@
+"""Chapter 3, the roofline model (``notebooks/03_roofline``): its small multiples and answer checks.
+
+- :func:`roofline_grid`: a batch's decode linear layers on several chips and precisions;
+- the answer checks ``roofline-1`` ... ``roofline-4``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..dtypes import bytes_per_element
+from ..hardware import get_accelerator
+from ..roofline import explore
+from ..validate import integer
+from .plots import _WIDTH, PAGE
+from .registry import register
+
+__all__ = ['roofline_grid']
+
+
+def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
+                  dtypes: Sequence[str] = ("bf16", "fp8"), batch: int = 32):
+    """Small multiples: a batch-``batch`` decode's linear layers on each chip and precision.
+
+    Rows are chips, columns precisions; the kernel's intensity is ``2 * batch`` FLOPs per
+    ``bytes_per_element(dtype)`` bytes (2 FLOPs per weight per token). A chip without tensor
+    math at a precision gets a panel that says so. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    batch = integer("batch", batch)
+    with plt.rc_context(PAGE):
+        fig, axes = plt.subplots(len(chips), len(dtypes), figsize=(_WIDTH, 2.6 * len(chips)),
+                                 squeeze=False)
+        for row, chip in zip(axes, chips, strict=True):
+            accelerator = get_accelerator(chip)
+            for ax, dtype in zip(row, dtypes, strict=True):
+                if accelerator.has(dtype):
+                    intensity = 2 * batch / float(bytes_per_element(dtype))
+                    explore(accelerator, dtype, intensity, ax=ax)
+                    ax.legend().remove()
+                    for text in ax.texts:
+                        text.set_fontsize(9)
+                else:
+                    ax.text(0.5, 0.5, f"{accelerator.name}\nhas no {dtype.upper()} tensor math",
+                            ha="center", va="center", transform=ax.transAxes, fontsize=10)
+                    ax.set_axis_off()
+                ax.set_title(f"{accelerator.name}, {dtype.upper()}")
+                ax.set_xlabel("I (FLOPs/byte)")
+                ax.set_ylabel("TFLOPS")
+        fig.tight_layout()
+    return fig
+
+
+# notebooks/03_roofline: the roofline model -----------------------------------------
+
+
+def _roofline_1() -> float:
+    from ..hardware import get_accelerator
+
+    return get_accelerator("H100 SXM").ridge("fp8")
+
+
+def _roofline_2() -> float:
+    from ..roofline import attainable
+
+    return attainable(64, "A100", dtype="bf16") / 1e12
+
+
+def _roofline_3() -> float:
+    from ..hardware import get_accelerator
+
+    return math.ceil(get_accelerator("H200").ridge("bf16"))
+
+
+def _roofline_4() -> float:
+    from ..dtypes import bytes_per_element
+
+    return float(bytes_per_element("bf16") / bytes_per_element("int4", 128, "fp16"))
+
+
+def _h100(dtype: str) -> float:
+    from ..hardware import get_accelerator
+
+    return get_accelerator("H100 SXM").ridge(dtype)
+
+
+register(
+    "roofline-1", _roofline_1, unit="FLOPs/byte",
+    hint="the ridge is the dense FP8 peak (FLOP/s) over the bandwidth (byte/s).",
+    mistakes=(
+        (lambda: _h100("bf16"), "that is the BF16 ridge: use the FP8 tensor peak."),
+        (lambda: 2 * _h100("fp8"), "that ridge uses the sparsity figure: the dense peak is half of it."),
+    ),
+)
+
+
+register(
+    "roofline-2", _roofline_2, unit="TFLOPS",
+    hint="below the ridge the roof is the slope, I x B_mem; mind GB/s versus TFLOPS.",
+    mistakes=(
+        (lambda: 1e3 * _roofline_2(), "that is in GFLOPS: 1 TFLOPS is 1,000 GFLOPS."),
+        (lambda: _peak_a100(), "that is the peak: 64 FLOPs/byte is below the A100's ridge, on the slope."),
+    ),
+)
+
+
+register(
+    "roofline-3", _roofline_3, unit="sequences", rtol=0.0,
+    hint="in decode I = B; find the first whole B at or above the H200's BF16 ridge.",
+    mistakes=(
+        (lambda: _roofline_3() - 1, "a batch below the ridge is still memory-bound: round up, not down."),
+        (lambda: math.ceil(_h100("bf16")), "that is the H100's ridge: the H200 has more bandwidth."),
+    ),
+)
+
+
+register(
+    "roofline-4", _roofline_4, unit="times faster",
+    hint="a memory-bound kernel's time is bytes / bandwidth: compare the bytes per weight.",
+    mistakes=(
+        (lambda: 4.0, "half a byte per weight is not all: count one 2-byte scale per 128 weights."),
+        (lambda: 1 / _roofline_4(), "that is how much slower bf16 is: divide bf16's bytes by int4's."),
+    ),
+)
+
+
+def _peak_a100() -> float:
+    from ..hardware import get_accelerator
+
+    return get_accelerator("A100").peak("bf16") / 1e12

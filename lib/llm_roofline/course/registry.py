@@ -1,0 +1,148 @@
+"""The answer-check registry: ``register`` an exercise, ``check`` an answer against it.
+
+Each exercise has an id (``<topic>-<n>``, the topic naming its notebook: ``roofline-1`` is in
+``notebooks/03_roofline``), an expected value computed from the library when first checked (so
+the book and its answers cannot drift apart), a unit, a relative tolerance and a hint. A check
+says whether the answer is right, and if not, the direction and a coarse band of how far off it
+is (within 10 %, 10 to 50 %, a factor of about 2, 3 to 10, an order of magnitude or more) and a
+hint: never the expected value, nor a figure precise enough to compute it from. An exercise can
+name typical mistakes, each with the answer it leads to (computed, like the expected value,
+from the library); an answer that matches one gets the explanation of that mistake instead of
+the general hint.
+
+The chapter modules (``course.ch01`` ... ``course.ch08``) import this module and register their
+exercises; this module imports none of them. ``course.exercises`` imports them all, so that a
+notebook's ``from llm_roofline.course.exercises import check`` knows every exercise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..validate import shorten
+
+__all__ = ['Exercise', 'Verdict', 'check', 'list_exercises', 'register']
+
+
+#: answers are compared on a log scale; sizes outside this range are refused as typos
+_SMALLEST, _LARGEST = 1e-100, 1e100
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One numeric exercise; ``expected()`` computes the answer from the library."""
+
+    id: str
+    expected: Callable[[], float]
+    unit: str
+    rtol: float
+    hint: str
+    mistakes: tuple[tuple[Callable[[], float], str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The result of a check: truthy when correct; displays as its message."""
+
+    correct: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.correct
+
+    def __str__(self) -> str:
+        return self.message
+
+    __repr__ = __str__
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def register(id: str, expected: Callable[[], float], *, unit: str, hint: str,
+             rtol: float = 0.01,
+             mistakes: Sequence[tuple[Callable[[], float], str]] = ()) -> Exercise:
+    """Add an exercise; ``expected`` is a function of no arguments (called at check time).
+
+    ``mistakes`` pairs a function giving the answer a typical mistake leads to with what
+    went wrong (``(lambda: tpot / batch, "you divided the step time by the batch")``).
+    """
+    if id in _REGISTRY:
+        raise ValueError(f"exercise id {id!r} is already registered")
+    if not 0 <= rtol < 1:
+        raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
+    for mistake in mistakes:
+        if not (isinstance(mistake, tuple) and len(mistake) == 2 and callable(mistake[0])
+                and isinstance(mistake[1], str)):
+            raise ValueError(f"each mistake must be (function, explanation), got {shorten(mistake)}")
+    _REGISTRY[id] = Exercise(id, expected, unit, rtol, hint, tuple(mistakes))
+    return _REGISTRY[id]
+
+
+def list_exercises() -> list[str]:
+    """All registered exercise ids."""
+    return list(_REGISTRY)
+
+
+def check(id: str, answer: float) -> Verdict:
+    """Compare ``answer`` (in the exercise's unit) with the expected value.
+
+    Correct means within the exercise's relative tolerance. Otherwise the verdict says
+    whether the answer is too high or too low, in which coarse band (see the module
+    docstring), and gives the hint.
+    """
+    if id not in _REGISTRY:
+        raise ValueError(f"unknown exercise {id!r}; known: {', '.join(_REGISTRY)}")
+    exercise = _REGISTRY[id]
+    if isinstance(answer, bool):
+        raise ValueError(f"answer must be a number in {exercise.unit}, got {answer!r}")
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        raise ValueError(f"answer must be a number in {exercise.unit}, got {shorten(answer)}") from None
+    except OverflowError:  # an integer beyond float's range, such as 10**400
+        value = math.inf
+    if not math.isfinite(value):
+        raise ValueError(f"answer must be a finite number in {exercise.unit}, got {shorten(answer)}")
+    if value != 0 and not _SMALLEST <= abs(value) <= _LARGEST:
+        raise ValueError(
+            f"answer must be a number in {exercise.unit} of size {_SMALLEST:g} to {_LARGEST:g} "
+            f"(or 0), got {shorten(answer)}: check its unit and exponent"
+        )
+    expected = float(exercise.expected())
+    tolerance = f"{100 * exercise.rtol:.2g} %" if exercise.rtol else "exact"
+    if math.isclose(value, expected, rel_tol=exercise.rtol, abs_tol=0.0):
+        return Verdict(True, f"{id}: correct ({value:g} {exercise.unit}, tolerance {tolerance}).")
+    if value <= 0 < expected:
+        off = "not positive"
+    else:
+        off = _how_far_off(math.log10(value) - math.log10(expected))
+    hint = exercise.hint
+    for wrong, explanation in exercise.mistakes:
+        if math.isclose(value, float(wrong()), rel_tol=max(exercise.rtol, 1e-9), abs_tol=0.0):
+            hint = explanation
+            break
+    return Verdict(
+        False,
+        f"{id}: not yet: {value:g} {exercise.unit} is {off} (tolerance {tolerance}). Hint: {hint}",
+    )
+
+
+def _how_far_off(decades: float) -> str:
+    """A coarse band for ``log10(answer / expected)`` (answer positive, not within tolerance)."""
+    direction = "high" if decades > 0 else "low"
+    factor = 10 ** min(abs(decades), 300.0)
+    if factor < 1.1:
+        return f"a little too {direction} (within 10 %)"
+    if factor < 1.5:
+        return f"too {direction} by 10 to 50 %"
+    if factor < 3:
+        return f"too {direction} by a factor of about 2"
+    if factor < 10:
+        return f"too {direction} by a factor of 3 to 10"
+    rounded = round(abs(decades))
+    if rounded == 1:
+        return f"an order of magnitude too {direction}"
+    return f"too {direction} by a factor of about {10**rounded:,}"

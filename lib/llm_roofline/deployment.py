@@ -1,0 +1,288 @@
+"""One serving deployment, checked once: model, accelerator, parallelism, precisions, efficiencies.
+
+``setup(model, accelerator, ...)`` returns the ``Setup`` every calculation starts from
+(``calculator``, ``vram``, ``critical``, ``serving``, ``parallel``): the share of each operation
+one GPU does under tensor parallelism, the bytes per element of weights, cache and activations,
+the compute precision, the interconnect, and the one tie rule between memory- and
+compute-bound. It also holds the small checks of sizes and contexts those modules share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import counts, formulas, validate
+from .dtypes import bytes_per_element, canonical
+from .hardware import Accelerator, get_accelerator
+from .models import ModelConfig, get_model
+
+__all__ = ['ATTENTION_KERNEL', 'Flag', 'Label', 'Number', 'Setup', 'WEIGHT_MATMULS', 'setup']
+
+
+Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays
+
+
+Label = str | np.ndarray  # "memory" or "compute" (or an array of them)
+
+
+Flag = bool | np.ndarray
+
+
+# ops that tensor parallelism replicates on every GPU (norms, residual adds, the router,
+# MLA's query and latent down-projections); ops reading or writing the KV cache follow the
+# KV heads; every other op is split n ways. The one rule for each op's FLOPs, its bytes and,
+# through ModelConfig.params_by_op, the weights each GPU holds.
+_REPLICATED = {"attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm", "residual",
+               "final_norm", "router", "q_a_proj", "q_a_norm", "kv_a_proj", "kv_a_norm"}
+
+
+_KV_OPS = {"k_proj", "k_norm", "v_proj", "kv_write", "kv_read"}
+
+
+HEAD_OPS = frozenset({"embed", "lm_head"})
+"""The ops whose weights stay 16-bit when the body is quantised (GPTQ, AWQ and FP8 checkpoints)."""
+
+
+_FLOAT_FORMATS = {"fp32", "bf16", "fp16"}
+
+
+ATTENTION_KERNEL = ("kv_read", "attn_scores", "softmax", "attn_values")
+"""The operations one fused attention kernel does: read the cache, scores, softmax, values."""
+
+
+WEIGHT_MATMULS = frozenset(formulas.LINEAR_OPS) | {
+    "router", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"}
+"""The kernels that multiply activations by a weight matrix (the ones ``critical_batch`` is about)."""
+
+
+def _kernel(op: str) -> str:
+    return "attention" if op in ATTENTION_KERNEL else op
+
+
+# --- the shared setup ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Setup:
+    """One serving configuration, checked once: model, chip, parallelism, precisions, efficiencies.
+
+    Every function of the calculator (and of ``serving``) starts from ``setup(...)``, so that
+    shares, link, compute precision, element sizes and the tie rule are written once.
+    """
+
+    model: ModelConfig
+    accelerator: Accelerator
+    n_gpus: int
+    nodes: int
+    weight_dtype: str
+    kv_dtype: str
+    compute_dtype: str
+    act_dtype: str
+    weight_group_size: int
+    mbu: float
+    mfu: float
+    shares: dict[str, float] = field(repr=False, compare=False)
+    sizes: dict[str, float] = field(repr=False, compare=False)
+
+    @property
+    def peak(self) -> float:
+        """Attainable FLOP/s: the chip's dense peak at ``compute_dtype`` times ``mfu``."""
+        return self.accelerator.peak(self.compute_dtype) * self.mfu
+
+    @property
+    def bandwidth(self) -> float:
+        """Attainable memory bytes/s: the chip's bandwidth times ``mbu``."""
+        return self.accelerator.bandwidth * self.mbu
+
+    @property
+    def precision(self) -> str:
+        """The precisions in words, e.g. ``'weights int4, KV cache bf16, math bf16 (W4A16: ...)'``."""
+        return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype)
+
+    def pass_costs(self, batch, n_new, n_past, *, absorbed: bool,
+                   logits_tokens=None) -> dict[str, tuple[Number, Number, Number]]:
+        """Per kernel, ``(FLOPs, weight bytes, KV-cache bytes)`` per GPU of one forward pass.
+
+        ``batch`` sequences of ``n_new`` new tokens each after ``n_past`` cached ones (arrays
+        broadcast), counted by ``formulas.op_elements``; ``logits_tokens``: the LM head runs on
+        that many positions instead of every new token.
+        """
+        cfg = self.model
+        ops = counts.op_elements(cfg, batch, n_new, n_past, absorbed=absorbed)
+        if logits_tokens is not None:
+            ops["lm_head"] = counts.op_elements(cfg, logits_tokens, 1, 0)["lm_head"]
+        out: dict[str, list] = {}
+        for op, (flops, weights, kv, _act) in ops.items():
+            share = self.shares[op]
+            w = weights * self.sizes["head" if op in HEAD_OPS else "weight"] * share
+            parts = (flops * share, w, kv * self.sizes["kv"] * share)
+            k = _kernel(op)
+            out[k] = [a + b for a, b in zip(out[k], parts, strict=True)] if k in out else list(parts)
+        return {k: tuple(v) for k, v in out.items()}
+
+    def compute_bound(self, flops, moved) -> Flag:
+        """The one tie rule: compute-bound when the math takes at least as long as the bytes."""
+        return flops / self.peak >= moved / self.bandwidth
+
+    def roofline_s(self, flops, moved) -> Number:
+        """One kernel's time: ``max(FLOPs / peak, bytes / bandwidth)``, attainable figures."""
+        return np.maximum(flops / self.peak, moved / self.bandwidth)
+
+    def allreduce_s(self, tokens) -> Number:
+        """Two all-reduces of the hidden state per layer for ``tokens`` tokens, seconds."""
+        if self.n_gpus == 1:
+            return np.zeros(np.shape(tokens)) if np.ndim(tokens) else 0.0
+        message = np.asarray(tokens, dtype=float) * self.model.hidden_size * self.sizes["act"]
+        return 2 * self.model.n_layers * self.accelerator.allreduce_s(self.n_gpus, message)
+
+    def weight_bytes_by_op(self) -> dict[str, float]:
+        """Bytes of weights one GPU holds, per op (``ModelConfig.params_by_op`` times its share)."""
+        return {op: n * self.shares[op] * self.sizes["head" if op in HEAD_OPS else "weight"]
+                for op, n in self.model.params_by_op().items()}
+
+    def allreduce_bytes(self, tokens) -> Number:
+        """Bytes each GPU sends (and receives) in those all-reduces."""
+        message = np.asarray(tokens, dtype=float) * self.model.hidden_size * self.sizes["act"]
+        return 2 * self.model.n_layers * 2 * (self.n_gpus - 1) / self.n_gpus * message
+
+
+def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dtype: str = "bf16",
+          kv_dtype: str = "bf16", compute_dtype: str | None = None, act_dtype: str = "bf16",
+          weight_group_size: int = 128, n_gpus: int = 1, mbu: float = 1.0,
+          mfu: float = 1.0) -> Setup:
+    """Check a serving configuration once and return the ``Setup`` every calculation uses.
+
+    ``compute_dtype`` (the tensor math) defaults to fp8 for fp8 weights and int8 for int8
+    weights where the chip has that peak, else bf16 (int4 weights are dequantised to bf16).
+    ``mbu``, ``mfu``: achieved fractions of peak bandwidth and peak FLOP/s, from 0.001 to 1.
+    """
+    cfg, chip = _model(model), get_accelerator(accelerator)
+    n_gpus = validate.integer("n_gpus", n_gpus, maximum=2**20)
+    nodes = chip.nodes(n_gpus)  # raises without an interconnect, or without a network beyond
+    weights, kv = canonical(weight_dtype), canonical(kv_dtype)
+    act = canonical(act_dtype)
+    group = validate.integer("weight_group_size", weight_group_size, maximum=2**20)
+    return Setup(
+        model=cfg, accelerator=chip, n_gpus=n_gpus, nodes=nodes, weight_dtype=weights,
+        kv_dtype=kv, compute_dtype=_compute_dtype(chip, weights, compute_dtype), act_dtype=act,
+        weight_group_size=group, mbu=validate.fraction("mbu", mbu),
+        mfu=validate.fraction("mfu", mfu), shares=_shares(cfg, n_gpus),
+        sizes=_sizes(weights, kv, act, group),
+    )
+
+
+# --- internals -------------------------------------------------------------------------------
+def _out(x):
+    """0-d arrays as Python scalars, anything else unchanged."""
+    return np.asarray(x).item() if np.ndim(x) == 0 else x
+
+
+def _first(x):
+    return np.asarray(x).flat[0].item()
+
+
+def _first_true(predicate, limit: int) -> int | None:
+    """The smallest ``b`` in ``[1, limit]`` with ``predicate(b)`` (monotone), else None."""
+    if not bool(predicate(np.int64(limit))):
+        return None
+    lo, hi = 0, limit  # predicate(lo) false (batch 0 by convention), predicate(hi) true
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if bool(predicate(np.int64(mid))) else (mid, hi)
+    return hi
+
+
+def _model(model) -> ModelConfig:
+    if isinstance(model, ModelConfig):
+        return model
+    if isinstance(model, str):
+        return get_model(model)
+    raise ValueError(
+        f"model must be a ModelConfig or a built-in model name, got {validate.shorten(model)}")
+
+
+def _sizes_of(cfg: ModelConfig, batch, prompt_len, output_len):
+    b, p, o = (validate.integers(n, v) for n, v in
+               (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)))
+    if np.any(p + o > cfg.max_context):
+        worst = int(np.max(p + o))
+        raise ValueError(
+            f"prompt_len + output_len = {worst:,} exceeds the context limit of {cfg.name!r}: "
+            f"max_context = {cfg.max_context}"
+        )
+    return b, p, o
+
+
+def _contexts(cfg: ModelConfig, context) -> np.ndarray:
+    return validate.integers("context", context, maximum=cfg.max_context)
+
+
+def kv_share(cfg: ModelConfig, n_gpus: int) -> float:
+    """Fraction of the KV heads (and their cache) each GPU holds."""
+    if cfg.is_mla:
+        return 1.0  # one latent serves all heads: every GPU keeps all of it
+    return max(cfg.n_kv_heads // n_gpus, 1) / cfg.n_kv_heads
+
+
+def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
+    """Per op, the fraction of its FLOPs and bytes one GPU does under tensor parallelism."""
+    if cfg.n_heads % n_gpus:
+        raise ValueError(
+            f"n_gpus ({n_gpus}) must divide n_heads ({cfg.n_heads}) of {cfg.name!r} "
+            "for tensor parallelism"
+        )
+    kv = cfg.n_kv_heads
+    if not cfg.is_mla and kv % n_gpus and n_gpus % kv:
+        raise ValueError(
+            f"n_gpus ({n_gpus}) must divide n_kv_heads ({kv}) of {cfg.name!r}, or be a multiple "
+            "of it (then the KV heads are replicated)"
+        )
+    share = kv_share(cfg, n_gpus)
+    replicated = _REPLICATED | (_KV_OPS if cfg.is_mla else set())
+    return {
+        op: 1.0 if op in replicated else share if op in _KV_OPS else 1.0 / n_gpus
+        for op in formulas.ops_for(cfg)
+    }
+
+
+def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -> str:
+    if compute_dtype is not None:
+        chip.peak(compute_dtype)  # raises if the chip lacks it
+        return canonical(compute_dtype)
+    # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16)
+    wanted = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int4": "bf16"}.get(weights, weights)
+    # else dequantised to 16 bits; a chip with no 16-bit peak in the data (a measured CPU has
+    # only the fp32 peak it was measured at) computes in the widest precision it has
+    for dtype in (wanted, "bf16", "fp16", "fp32"):
+        if dtype in chip.precisions:
+            return dtype
+    raise ValueError(f"{chip.name} has no peak for {weights} weights in the data; its tensor "
+                     f"math: {', '.join(chip.precisions)}: pass compute_dtype")
+
+
+def _bits(dtype: str) -> float:
+    return 8 * float(bytes_per_element("fp8" if dtype == "fp8" else dtype))
+
+
+def _describe_precision(weights: str, kv: str, compute: str) -> str:
+    w, a = _bits(weights), _bits(compute)
+    if w < a:
+        kind = (f"weight-only, W{w:g}A{a:g}: {weights} weights cut the bytes, the math runs at "
+                f"the {compute} peak")
+    elif w == a and w < 16:
+        kind = (f"weights and activations, W{w:g}A{a:g}: {w:g}-bit weights and the {compute} "
+                f"peak")
+    else:
+        kind = f"W{w:g}A{a:g}"
+    return f"weights {weights}, KV cache {kv}, math {compute} ({kind})"
+
+
+def _sizes(weights: str, kv: str, act: str, group_size: int) -> dict[str, float]:
+    """Bytes per element: body weights, 16-bit head, KV cache, activations."""
+    group = group_size if weights == "int4" else None
+    return {
+        "weight": float(bytes_per_element(weights, group)),
+        "head": float(bytes_per_element(weights if weights in _FLOAT_FORMATS else "bf16")),
+        "kv": float(bytes_per_element(kv)),
+        "act": float(bytes_per_element(act)),
+    }
