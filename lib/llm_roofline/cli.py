@@ -476,3 +476,22 @@ def _gpus_table() -> str:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def commands() -> list[str]:
+    """The subcommands, in the order the program's help lists them."""
+    subparsers = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(subparsers.choices)
+
+
+def help_text(command: str | None = None) -> str:
+    """The help the parser itself prints: the program's (``None``) or a subcommand's.
+
+    The book's command-line reference is printed from here, so it cannot drift from the program.
+    """
+    parser = _parser()
+    if command is None:
+        return parser.format_help()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    name = validate.choice("command", command, list(subparsers.choices))
+    return subparsers.choices[name].format_help()
