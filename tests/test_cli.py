@@ -250,7 +250,7 @@ def test_help_gives_every_option_its_unit_default_and_an_example(capsys):
         assert words in text, words
     for command in ("models", "gpus"):
         code, out, _ = run(capsys, command, "--help")
-        assert code == 0 and f"python -m llm_roofline {command}" in out
+        assert code == 0 and f"llm-roofline {command}" in out
 
 
 def test_python_dash_m_entry_point():

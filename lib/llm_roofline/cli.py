@@ -1,4 +1,4 @@
-"""Command line: ``python -m llm_roofline estimate|models|gpus``.
+"""Command line: ``llm-roofline estimate|models|gpus`` (also ``python -m llm_roofline ...``).
 
 A thin front end: every number comes from the calculator, ``models`` and ``hardware``; this
 module only parses, chooses what to show and formats it. Bad arguments print one line
@@ -22,6 +22,8 @@ from .dtypes import list_dtypes
 from .models import SUPPORTED_MODEL_TYPES, get_model, list_models, load_config, model_info
 from .vram import gpus_needed, max_batch, max_prompt_len
 
+__all__ = ["commands", "help_text", "main"]
+
 _GIB = 2**30
 
 _EPILOG = """All figures are roofline bounds: with --mbu 1 --mfu 1 no engine can beat them.
@@ -30,12 +32,12 @@ bandwidths are in GB/s (1e9 bytes/s)."""
 
 _ESTIMATE_EXAMPLES = """examples:
   # Llama-3-70B in FP8 on two H100s, 32 users with 7,680-token prompts
-  python -m llm_roofline estimate --model llama-3-70b --gpu h100 --n-gpus 2 \\
+  llm-roofline estimate --model llama-3-70b --gpu h100 --n-gpus 2 \\
       --dtype fp8 --batch 32 --prompt 7680 --output 256
   # a sweep over the batch size, one row per point, as JSON
-  python -m llm_roofline estimate --model llama-3-8b --gpu h100 --batch 1,8,32,128 --json
+  llm-roofline estimate --model llama-3-8b --gpu h100 --batch 1,8,32,128 --json
   # any Hugging Face model: a config.json, or the folder of a downloaded snapshot
-  python -m llm_roofline estimate --config ./Mistral-7B-v0.1 --gpu a100"""
+  llm-roofline estimate --config ./Mistral-7B-v0.1 --gpu a100"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,7 +84,7 @@ def _number(option: str):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m llm_roofline",
+        prog="llm-roofline",
         description="LLM VRAM and throughput calculator: memory, TTFT, TPOT and throughput "
         "of a model on an accelerator, as roofline bounds.",
         epilog=_EPILOG + "\n\n" + _ESTIMATE_EXAMPLES.replace("examples:", "example:", 1),
@@ -151,14 +153,14 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "models", help="list the built-in models",
         description="List the built-in models with their sizes.",
-        epilog="example:\n  python -m llm_roofline models",
+        epilog="example:\n  llm-roofline models",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands.add_parser(
         "gpus", help="list the built-in accelerators",
         description="List the built-in accelerators with their dense peaks and the aliases "
         "that name them.",
-        epilog="example:\n  python -m llm_roofline gpus",
+        epilog="example:\n  llm-roofline gpus",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser

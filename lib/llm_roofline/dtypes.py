@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+__all__ = ["bytes_per_element", "canonical", "list_dtypes", "nbytes"]
+
 # Bytes per element of each canonical format.
 _BYTES: dict[str, Fraction] = {
     "fp32": Fraction(4),

@@ -26,6 +26,11 @@ import numpy as np
 
 from . import dtypes, validate
 
+__all__ = [
+    "Accelerator", "aliases", "get_accelerator", "growth", "list_accelerators",
+    "load_accelerators", "table",
+]
+
 _TERA = Decimal(10) ** 12
 _GIGA = Decimal(10) ** 9
 _GIB = Decimal(2) ** 30

@@ -32,6 +32,12 @@ import numpy as np
 
 from . import validate
 
+__all__ = [
+    "MAX_SIZE_MB", "Progress", "available_bytes", "blas_info", "copy_bandwidth", "cpu_name",
+    "dram_size_mb", "last_level_cache_bytes", "matmul_peak", "matvec_bandwidth", "measure_host",
+    "measure_roofline", "median_seconds", "timed_seconds", "total_memory_bytes",
+]
+
 MB = 10**6
 MAX_SIZE_MB = 65_536
 """The largest array a bandwidth benchmark accepts, MB (64 GB): far past any cache."""

@@ -26,6 +26,11 @@ import numpy as np
 from . import counts, formulas, validate
 from .dtypes import bytes_per_element
 
+__all__ = [
+    "LAYER_TYPES", "MAX_CONFIG_BYTES", "MLP_ACTIVATIONS", "ModelConfig",
+    "SUPPORTED_MODEL_TYPES", "get_model", "list_models", "load_config", "model_info",
+]
+
 SUPPORTED_MODEL_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "deepseek_v2", "deepseek_v3",
     "gemma2", "gemma3", "gemma3_text",
@@ -205,10 +210,12 @@ class ModelConfig:
 
     @property
     def is_moe(self) -> bool:
+        """Whether the model routes tokens to experts (a mixture of experts)."""
         return self.n_routed_experts > 0
 
     @property
     def is_mla(self) -> bool:
+        """Whether attention is multi-head latent attention (a compressed latent KV cache)."""
         return self.kv_lora_rank > 0
 
     @property

@@ -20,6 +20,11 @@ import sympy as sp
 from .hardware import Accelerator, get_accelerator
 from .validate import boolean, shorten
 
+__all__ = [
+    "DEFAULT_DTYPE", "I_RIDGE", "P_ATTAINABLE", "attainable", "efficiency", "explore",
+    "is_memory_bound", "plot", "regime", "ridge_point",
+]
+
 # The symbolic form, for derivations: P = Min(P_peak, I B_mem), I_ridge = P_peak / B_mem.
 I, P_peak, B_mem = sp.symbols("I P_peak B_mem", positive=True)  # noqa: E741 (the book's I)
 P_ATTAINABLE = sp.Min(P_peak, I * B_mem)

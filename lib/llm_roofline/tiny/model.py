@@ -32,6 +32,8 @@ import numpy as np
 from .. import validate
 from .tally import Tally
 
+__all__ = ["KVCache", "TinyLlama", "weight_shapes"]
+
 STORAGE_DTYPES = (np.float16, np.float32, np.float64)
 
 
@@ -150,10 +152,12 @@ class KVCache:
 
     @property
     def batch(self) -> int:
+        """Sequences the cache holds."""
         return self.k.shape[1]
 
     @property
     def max_len(self) -> int:
+        """Tokens per sequence the cache has room for."""
         return self.k.shape[3]
 
 

@@ -7,6 +7,8 @@ from time import perf_counter
 from ..counts import Cost, total
 from ..formulas import OPS
 
+__all__ = ["PHASES", "Tally"]
+
 PHASES = ("prefill", "decode")
 
 
