@@ -136,9 +136,11 @@ def op_costs(
     module docstring. Bytes of packed sub-byte types are rounded up to whole bytes per operation.
 
     ``batch``, ``n_new`` and ``n_past`` are Python or NumPy integers. The operations are
-    :data:`OPS` for a Llama-style model, :func:`ops_for` in general: the
-    :func:`expressions_for` ``cfg`` (latent attention in its absorbed form for a decode step,
-    ``n_new == 1``, naive otherwise) valued with :func:`model_values` and the workload.
+    :data:`~llm_roofline.formulas.OPS` for a Llama-style model,
+    :func:`~llm_roofline.formulas.ops_for` in general: the
+    :func:`~llm_roofline.formulas.expressions_for` ``cfg`` (latent attention in its absorbed
+    form for a decode step, ``n_new == 1``, naive otherwise) valued with :func:`model_values`
+    and the workload.
     """
     batch, n_new = _positive_int(batch, "batch"), _positive_int(n_new, "n_new")
     n_past = _positive_int(n_past, "n_past", minimum=0)
@@ -160,7 +162,8 @@ def op_costs(
 
 
 def model_values(cfg) -> dict:
-    """The model symbols of :func:`model_expressions`, valued from a ``ModelConfig``."""
+    """The model symbols of :func:`~llm_roofline.formulas.model_expressions`, valued from a
+    ``ModelConfig``."""
     values = {
         n_layers: cfg.n_layers, d_model: cfg.hidden_size, d_ff: cfg.intermediate_size,
         n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim,
@@ -200,9 +203,10 @@ def _valued_params(cfg) -> dict[str, dict[str, int]]:
 
 
 def params_by_op(cfg) -> dict[str, int]:
-    """Parameters of ``cfg`` by the operation that uses them (:func:`param_expressions`, valued).
+    """Parameters of ``cfg`` by the operation that uses them.
 
-    Keys are the ops of :func:`ops_for` that have weights, in pass order; a tied LM head
+    :func:`~llm_roofline.formulas.param_expressions`, valued. Keys are the ops of
+    :func:`~llm_roofline.formulas.ops_for` that have weights, in pass order; a tied LM head
     counts 0 (its matrix is ``embed``'s). They sum to ``ModelConfig.n_params``.
     """
     return {op: sum(parts.values()) for op, parts in _valued_params(cfg).items()}

@@ -1,7 +1,7 @@
 """FLOPs and bytes of a transformer forward pass: the one place an analytic count is written.
 
 SymPy expressions are the source. :func:`op_expressions` writes, per operation, the FLOPs,
-bytes read and bytes written of one forward pass in the symbols below; :func:`op_costs`
+bytes read and bytes written of one forward pass in the symbols below; :func:`~llm_roofline.counts.op_costs`
 substitutes a :class:`~llm_roofline.models.ModelConfig` and a workload into those same
 expressions and returns exact integers. The article's identities (``I = B*L``,
 ``I_KV = n_heads/n_kv_heads``, ...) are derived from the same expressions, so the book's
@@ -17,7 +17,7 @@ and its key and value are written to the cache before attention reads it. In gen
 pass reads ``S = n_past + n_new`` keys and values per sequence, KV head and layer.
 
 Counting conventions (the tally of :mod:`llm_roofline.tiny` follows them exactly)
---------------------------------------------------------------------------------
+----------------------------------------------------------------------------------
 FLOPs
     * A matrix product of ``(m x k)`` by ``(k x n)`` is ``2*m*k*n`` (one multiply, one add).
     * Adding a bias or a residual: 1 per output element.
@@ -58,6 +58,7 @@ Attention
 Parameters
     Each op's weights are counted once, in :func:`param_expressions`; the ops read them from
     there (``weight bytes = parameters x b_w``) and ``ModelConfig`` counts them from there.
+
 The LM head runs on every new token (prefill returns logits for all ``L`` positions).
 
 What "counted equals analytic" checks
@@ -284,7 +285,7 @@ def param_expressions(
     and ``ModelConfig.param_counts`` / ``params_by_op`` value them. Components are
     ``embedding``, ``attention`` (projections, biases, MLA's and QK norms), ``mlp`` (dense
     MLPs), ``router``, ``shared_experts``, ``routed_experts``, ``norms`` and ``lm_head`` (the
-    untied head; a tied head shares ``embed``'s matrix, see :func:`params_by_op`).
+    untied head; a tied head shares ``embed``'s matrix, see :func:`~llm_roofline.counts.params_by_op`).
     Operations without weights are absent.
     """
     return {
@@ -581,7 +582,7 @@ def _flags(cfg) -> dict:
 
 
 def ops_for(cfg) -> tuple[str, ...]:
-    """The operation names :func:`op_costs` returns for ``cfg``, in the order a pass runs them.
+    """The operation names :func:`~llm_roofline.counts.op_costs` returns for ``cfg``, in pass order.
 
     :data:`OPS` for a Llama-style model; latent attention replaces ``q_proj`` ... ``o_proj``
     by :data:`MLA_ATTENTION_OPS`, a mixture of experts the MLP by :data:`MOE_MLP_OPS`;

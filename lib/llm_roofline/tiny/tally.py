@@ -13,7 +13,7 @@ PHASES = ("prefill", "decode")
 
 
 class Tally:
-    """FLOPs, bytes read, bytes written and seconds of every operation of :data:`formulas.OPS`.
+    """FLOPs, bytes read, bytes written and seconds of every operation of :data:`~llm_roofline.formulas.OPS`.
 
     A model calls :meth:`begin` at the start of a forward pass, :meth:`add` after each
     operation and :meth:`end` at the end. An operation's time is the wall time since the
@@ -26,8 +26,8 @@ class Tally:
     therefore confirms the shapes, the passes and which (query, key) pairs were computed,
     not the conventions; only the measured seconds relate the counts to the machine.
 
-    Read it back as :class:`formulas.Cost` (:meth:`costs`, :meth:`total`), as plain rows
-    (:meth:`rows`, for plotting), per pass (:attr:`passes`) or as a table (``print(tally)``).
+    Read it back as :class:`~llm_roofline.counts.Cost` (:meth:`costs`, :meth:`total`), as plain rows
+    (:meth:`rows`, for plotting), per pass (``passes``) or as a table (``print(tally)``).
     """
 
     def __init__(self) -> None:
