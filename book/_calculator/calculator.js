@@ -1,7 +1,7 @@
 /* The live calculator of book/calculator.md: llm_roofline.estimate, in the browser.
  *
  * Every count comes from calculator-data.js, which `make book` generates with
- * llm_roofline.webcalc: per built-in model, each operation's (FLOPs, weight elements, KV-cache
+ * llm_roofline.course.webcalc: per built-in model, each operation's (FLOPs, weight elements, KV-cache
  * elements) of a forward pass as JavaScript functions of (B, n_new, n_past), printed by SymPy
  * from formulas.py; per tensor-parallel degree each op's share; per accelerator its peaks,
  * bandwidth, memory and all-reduce time; element sizes; the library's error messages.

@@ -18,7 +18,10 @@ from .dtypes import bytes_per_element, canonical
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
-__all__ = ['ATTENTION_KERNEL', 'Flag', 'Label', 'Number', 'Setup', 'WEIGHT_MATMULS', 'setup']
+__all__ = [
+    "ATTENTION_KERNEL", "Flag", "HEAD_OPS", "Label", "Number", "Setup", "WEIGHT_MATMULS", "kv_share",
+    "setup",
+]
 
 
 Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays

@@ -23,7 +23,9 @@ from .deployment import Number, Setup, _first, _first_true, _model, _out, _share
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig
 
-__all__ = ['Memory', 'gpus_needed', 'max_batch', 'max_prompt_len', 'memory']
+__all__ = [
+    "Memory", "activation_elements_per_token", "gpus_needed", "max_batch", "max_prompt_len", "memory",
+]
 
 
 # --- results ---------------------------------------------------------------------------------

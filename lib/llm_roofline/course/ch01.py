@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..validate import real
-from .plots import PHASE_COLORS, _axes
-from .registry import register
+from .plots import PHASE_COLORS, axes
+from .registry import register, smallest
 
 __all__ = ['decode_share', 'snapshot']
 
@@ -30,7 +30,7 @@ def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=No
         )
     for i, s in enumerate(shares):
         real(f"shares[{i}]", s, minimum=0.0, maximum=1.0)
-    ax = _axes(ax, (7, 4))
+    ax = axes(ax, (7, 4))
     ax.plot(output_lens, [100 * s for s in shares], color=color or PHASE_COLORS["decode"],
             linewidth=2, label=label)
     if threshold is not None:
@@ -77,19 +77,6 @@ def snapshot(tally) -> list[dict]:
             for i, label in enumerate(labels)]
 
 
-def _first(predicate, low: int, high: int) -> int:
-    """The smallest integer in ``[low, high]`` where a monotone ``predicate`` holds."""
-    if not predicate(high):
-        raise ValueError(f"no value up to {high} satisfies the condition")
-    while low < high:
-        mid = (low + high) // 2
-        if predicate(mid):
-            high = mid
-        else:
-            low = mid + 1
-    return low
-
-
 # notebooks/01_dormant_tensor_cores: the paradox -------------------------------------
 
 
@@ -122,7 +109,7 @@ def _paradox_4() -> float:
 
     work = 12.4e-3 * 0.824 * get_accelerator("H100 SXM").peak("bf16")
     cfg = get_model("llama-3-8b")
-    return _first(lambda n: total(op_costs(cfg, 1, n)).flops >= work,
+    return smallest(lambda n: total(op_costs(cfg, 1, n)).flops >= work,
                   1, cfg.max_context)
 
 

@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 
 from ..counts import Cost, total
 from ..validate import choice, real
-from .ch01 import _first
-from .plots import PHASE_COLORS, _axes
-from .registry import register
+from .plots import PHASE_COLORS, axes
+from .registry import register, smallest
 
 __all__ = ['BYTE_UNITS', 'FLOP_UNITS', 'op_intensity', 'phase_rows', 'two_regimes']
 
@@ -86,7 +85,7 @@ def op_intensity(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *, ax=
         raise ValueError(f"decode lacks operations that prefill has: {missing}")
     if not ops:
         raise ValueError("prefill has no operation with both FLOPs and bytes")
-    ax = _axes(ax, (7, 0.32 * len(ops) + 1.2))
+    ax = axes(ax, (7, 0.32 * len(ops) + 1.2))
     y = range(len(ops))
     for phase, costs in (("prefill", prefill), ("decode", decode)):
         ax.plot([costs[op].intensity for op in ops], list(y), "o", color=PHASE_COLORS[phase],
@@ -109,7 +108,7 @@ def two_regimes(ax=None):
     """The article's flowchart of one request: prefill once (GEMM), then decode in a loop (GEMV)."""
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-    ax = _axes(ax, (7, 5.6))
+    ax = axes(ax, (7, 5.6))
     ax.set_xlim(0, 10)
     ax.set_ylim(0, 10.4)
     ax.set_axis_off()
@@ -166,7 +165,7 @@ def _phases_2() -> float:
     from ..models import get_model
 
     cfg, ridge = get_model("llama-3-8b"), get_accelerator("H100 SXM").ridge("bf16")
-    return _first(lambda n: op_costs(cfg, 1, n)["down_proj"].intensity >= ridge,
+    return smallest(lambda n: op_costs(cfg, 1, n)["down_proj"].intensity >= ridge,
                   1, cfg.max_context)
 
 

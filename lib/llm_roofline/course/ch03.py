@@ -13,7 +13,7 @@ from ..dtypes import bytes_per_element
 from ..hardware import get_accelerator
 from ..roofline import explore
 from ..validate import integer
-from .plots import _WIDTH, PAGE
+from .plots import PAGE, WIDTH
 from .registry import register
 
 __all__ = ['roofline_grid']
@@ -31,7 +31,7 @@ def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
 
     batch = integer("batch", batch)
     with plt.rc_context(PAGE):
-        fig, axes = plt.subplots(len(chips), len(dtypes), figsize=(_WIDTH, 2.6 * len(chips)),
+        fig, axes = plt.subplots(len(chips), len(dtypes), figsize=(WIDTH, 2.6 * len(chips)),
                                  squeeze=False)
         for row, chip in zip(axes, chips, strict=True):
             accelerator = get_accelerator(chip)

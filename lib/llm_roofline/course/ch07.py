@@ -23,7 +23,7 @@ from ..models import get_model
 from ..validate import choice, integer, real
 from ..vram import gpus_needed, max_batch, memory
 from .ch05 import PARTS
-from .plots import _WIDTH, PAGE, GiB
+from .plots import PAGE, WIDTH, GiB
 from .registry import register
 
 __all__ = [
@@ -60,7 +60,7 @@ def memory_bars(batch: int = 16, prompt: int = 2048, output: int = 1024, gpu="H1
 
     chip = get_accelerator(gpu)
     with plt.rc_context(PAGE):
-        fig, axes = plt.subplots(1, 3, figsize=(_WIDTH, 3.9))
+        fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 3.9))
         for ax, (scale, name) in zip(axes, SCALES.items(), strict=True):
             parts = {part: [] for part in list(PARTS)[:3]}
             counts = []
@@ -104,7 +104,7 @@ def latency_curves(model="llama-3-70b", gpu="H100 SXM", n_gpus: int = 4, prompt:
     chip = get_accelerator(gpu)
     name = get_model(model).name
     with plt.rc_context(PAGE):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(_WIDTH, 3.9))
+        fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 3.9))
         for precision, (weights, kv) in PRECISIONS.items():
             options = dict(weight_dtype=weights, kv_dtype=kv, n_gpus=n_gpus)
             most = max_batch(model, chip, prompt, output, **options)
@@ -144,7 +144,7 @@ def critical_curves(gpu="H100 SXM", max_context: int = 65536):
     chip = get_accelerator(gpu)
     max_context = integer("max_context", max_context, minimum=2)
     with plt.rc_context(PAGE):
-        fig, axes = plt.subplots(1, 3, figsize=(_WIDTH, 3.5), sharey=True)
+        fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 3.5), sharey=True)
         for ax, (scale, name) in zip(axes, SCALES.items(), strict=True):
             cfg = get_model(name)
             top = min(cfg.max_context, max_context)
@@ -179,7 +179,7 @@ def experts_read(models: Sequence[str] = ("deepseek-v3", "mixtral-8x7b"), larges
         raise ValueError(f"models must be 1 to {len(_MOE_COLOURS)} model names, got {models!r}")
     batch = np.unique(np.geomspace(1, top, 80).astype(int))
     with plt.rc_context(PAGE):
-        fig, ax = plt.subplots(figsize=(_WIDTH, 3.8))
+        fig, ax = plt.subplots(figsize=(WIDTH, 3.8))
         for name, colour in zip(models, _MOE_COLOURS, strict=False):
             cfg = get_model(name)
             step = op_elements(cfg, batch, 1, 0, absorbed=True)
@@ -217,7 +217,7 @@ def dashboard(model="llama-3-70b", precision: str = "FP8", batch: int = 32, prom
     m = e.memory
     if ax is None:
         with plt.rc_context(PAGE):
-            _, ax = plt.subplots(figsize=(_WIDTH, 2.9), layout="constrained")
+            _, ax = plt.subplots(figsize=(WIDTH, 2.9), layout="constrained")
     left = 0.0
     for part, value in (("weights", m.weights), ("KV cache", m.kv_cache),
                         ("activations", m.activations), ("reserve", m.reserve)):

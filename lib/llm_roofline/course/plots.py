@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from ..validate import choice, real
 
-__all__ = ['GiB', 'PAGE', 'PHASE_COLORS', 'timeline']
+__all__ = ["GiB", "PAGE", "PHASE_COLORS", "WIDTH", "axes", "timeline"]
 
 
 GiB = 2**30
@@ -23,14 +23,16 @@ PAGE = {"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labe
         "ytick.labelsize": 9, "legend.fontsize": 9, "figure.titlesize": 10}
 
 
-_WIDTH = 7.2  # inches: about 700 px at the inline backend's 100 dpi
+WIDTH = 7.2
+"""A full-width figure, inches: about 700 px at the inline backend's 100 dpi."""
 
 
 PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b6ca8"}
 """One colour per phase, used by every figure of the two chapters."""
 
 
-def _axes(ax, figsize):
+def axes(ax, figsize):
+    """``ax``, or the Axes of a new figure of ``figsize`` when ``ax`` is None."""
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -53,7 +55,7 @@ def timeline(passes: Sequence[Mapping], flops: Sequence[float], *, ax=None, log:
         raise ValueError("passes must hold at least one forward pass, got none")
     if len(flops) != len(passes):
         raise ValueError(f"flops must have one value per pass ({len(passes)}), got {len(flops)}")
-    ax = _axes(ax, (7, 3.6))
+    ax = axes(ax, (7, 3.6))
     start, top = 0.0, 0.0
     for i, (p, f) in enumerate(zip(passes, flops, strict=True)):
         phase = choice(f"passes[{i}]['phase']", p.get("phase"), PHASE_COLORS)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..validate import shorten
 
-__all__ = ['Exercise', 'Verdict', 'check', 'list_exercises', 'register']
+__all__ = ['Exercise', 'Verdict', 'check', 'list_exercises', 'register', 'smallest']
 
 
 #: answers are compared on a log scale; sizes outside this range are refused as typos
@@ -128,6 +128,23 @@ def check(id: str, answer: float) -> Verdict:
         False,
         f"{id}: not yet: {value:g} {exercise.unit} is {off} (tolerance {tolerance}). Hint: {hint}",
     )
+
+
+def smallest(predicate, low: int, high: int) -> int:
+    """The smallest integer in ``[low, high]`` where a monotone ``predicate`` holds.
+
+    For expected values found by search ("the shortest prompt whose prefill takes ..."); raises
+    ``ValueError`` when even ``high`` does not satisfy it.
+    """
+    if not predicate(high):
+        raise ValueError(f"no value up to {high} satisfies the condition")
+    while low < high:
+        mid = (low + high) // 2
+        if predicate(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def _how_far_off(decades: float) -> str:
