@@ -257,7 +257,7 @@ def test_machine_answer_checks(monkeypatch):
     # L's q_proj at batch 1: 2 x 1024 x 1024 FLOPs over (x 4 KiB + W 4 MiB) read + y 4 KiB written
     # batch 4: the fp32 weights (4 x 1024^2 bytes) and 4 x 1024 fp32 inputs and outputs
     assert check("machine-1", 4 * 1024**2 + 2 * 4 * 4 * 1024)
-    with pytest.raises(ValueError, match="exercises_machine.use"):
+    with pytest.raises(ValueError, match="course.ch08.use"):
         check("machine-2", 15)
     XM.use(HOST)
     assert check("machine-2", 15.0)  # 300 GFLOP/s / 20 GB/s

@@ -131,17 +131,11 @@ COINCIDENCES = {
 
 
 def _registry() -> dict:
-    """Every registered exercise: chapters may keep their checks in modules of their own
-    (``llm_roofline.exercises_<part>``), which register themselves when imported."""
-    import importlib
-    import pkgutil
-
-    import llm_roofline
+    """Every registered exercise: ``course.exercises`` imports each chapter's module, and each
+    registers its checks."""
+    import llm_roofline.course.exercises  # noqa: F401
     from llm_roofline.course.registry import _REGISTRY
 
-    for module in pkgutil.iter_modules(llm_roofline.__path__):
-        if module.name.startswith("exercises"):
-            importlib.import_module(f"llm_roofline.{module.name}")
     return _REGISTRY
 
 

@@ -33,7 +33,7 @@ def _chip():
     if _STATE["host"] is None:
         raise ValueError(
             "this answer depends on your machine: measure it first and call "
-            "llm_roofline.exercises_machine.use(host)"
+            "llm_roofline.course.ch08.use(host)"
         )
     return host_accelerator(_STATE["host"])
 

@@ -4,7 +4,7 @@ A solution is a run of cells tagged ``solution`` (the gated ``{solution-start}``
 ``{solution-end}`` markdown cells and the code cells between them). Outputs are cleared too,
 so students start from a clean notebook.
 
-    python -m llm_roofline.student notebooks/ _build/student/
+    python -m llm_roofline.course.student notebooks/ _build/student/
 
 The writer never loses a file: it refuses a destination that is its source folder (or inside
 it, or holds it), leaves a same-named file in the destination alone unless ``--force`` is
@@ -101,7 +101,7 @@ def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m llm_roofline.student",
+    parser = argparse.ArgumentParser(prog="python -m llm_roofline.course.student",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("src", type=Path, help="folder of chapter notebooks, e.g. notebooks/")
     parser.add_argument("dest", type=Path,
