@@ -5,16 +5,9 @@ requests of ``prompt_len`` prompt tokens and ``output_len`` generated tokens ser
 with tensor parallelism over ``n_gpus`` chips:
 
 Memory (bytes per GPU)
-    Weights at ``weight_dtype`` (int4 with one fp16 scale per ``weight_group_size`` weights;
-    the embedding and LM head stay 16-bit when the body is quantised, as GPTQ, AWQ and FP8
-    checkpoints keep them); the KV cache of the whole batch at its final context
-    ``prompt_len + output_len`` (``ModelConfig.kv_cache_elements``), at ``kv_dtype``;
-    activations, the working set of one layer for one prefill chunk of
-    ``min(batch*prompt_len, prefill_chunk)`` tokens plus the batch's last fp32 logits; and a
-    runtime reserve, ``reserve_fraction`` of the memory (CUDA context, allocator fragmentation,
-    graphs: vLLM's default ``gpu_memory_utilization=0.9`` leaves 10 %). It fits when
-    weights + KV + activations <= memory - reserve. Sizes are float64 products, so a batch of
-    2**36 gives a correct (huge) number, never an int64 overflow.
+    Weights, the KV cache of the whole batch at its final context, activations and the
+    runtime reserve, computed by :mod:`llm_roofline.vram` (its docstring gives the rules); the
+    ``Estimate`` carries them as ``memory`` and says whether they ``fits``.
 One roofline per operation (prefill and decode alike)
     A pass is a sequence of kernels, each on its own roofline:
     ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``, summed. Kernels are the

@@ -486,7 +486,7 @@ def kv_intensity_expr() -> sp.Expr:
 # =========================================================================================
 # --- Mixture of experts and multi-head latent attention (the calculator's section) -------
 # =========================================================================================
-# Written by the calculator (estimate.py); same conventions as above. A model with routed
+# Written for the calculator; same conventions as above. A model with routed
 # experts (``cfg.is_moe``) or latent attention (``cfg.is_mla``) gets its own operations:
 #
 # Mixture of experts, in each of the ``n_layers - n_dense`` MoE layers (the first ``n_dense``

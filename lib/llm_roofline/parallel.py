@@ -118,7 +118,7 @@ def parallel_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_
                       prefill_chunk: int = 8192, **options) -> ParallelEstimate:
     """Memory, TTFT, TPOT and throughput of ``batch`` requests on a TP x PP x EP layout.
 
-    ``options``: ``calculator.setup``'s (``weight_dtype``, ``kv_dtype``, ``mbu``, ...), not
+    ``options``: ``deployment.setup``'s (``weight_dtype``, ``kv_dtype``, ``mbu``, ...), not
     ``n_gpus`` (the layout says it). Scalars only.
     """
     if not isinstance(layout, Layout):

@@ -28,7 +28,7 @@ the weights.
     from one pool to the other.
 
 Times are bounds as in ``calculator`` (``mbu = mfu = 1``: no engine does better). Options are
-``calculator.setup``'s.
+``deployment.setup``'s.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 every user's TPOT and TTFT within their limits, and the memory within the GPUs.
 
 ``best_batch(model, accelerator, prompt_len, output_len, tpot_max_s=..., ttft_max_s=...)``
-sweeps the batch from 1 to the largest that fits in memory (``calculator.max_batch``) and
+sweeps the batch from 1 to the largest that fits in memory (``vram.max_batch``) and
 keeps the batch of highest aggregate throughput among those that meet both limits. The TPOT
 is ``estimate``'s (the mean decode step of the batch; every user's time per output token).
 The TTFT depends on how requests arrive (``arrival``):

@@ -36,8 +36,8 @@ def phase_rows(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *,
                flop_unit: str = "MFLOP", byte_unit: str = "MB", totals: bool = True) -> list[dict]:
     """Per operation, prefill and decode side by side: FLOPs, bytes moved, FLOPs per byte.
 
-    ``prefill`` and ``decode`` map operation names to :class:`~llm_roofline.formulas.Cost`
-    (``Tally.costs`` or ``formulas.op_costs``), with the same operations. Operations that do
+    ``prefill`` and ``decode`` map operation names to :class:`~llm_roofline.counts.Cost`
+    (``Tally.costs`` or ``counts.op_costs``), with the same operations. Operations that do
     nothing in both are left out; an intensity with no bytes is None (a dash in a table). The
     last row is the total of each phase when ``totals``.
     """

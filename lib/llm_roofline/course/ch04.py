@@ -2,7 +2,7 @@
 and its answer checks (``bound-1`` ... ``bound-4``).
 
 No arithmetic of its own beyond grouping what the library counted: FLOPs and bytes come from
-:func:`llm_roofline.formulas.op_costs` or a tiny transformer's :class:`~llm_roofline.tiny.Tally`
+:func:`llm_roofline.counts.op_costs` or a tiny transformer's :class:`~llm_roofline.tiny.Tally`
 (a dict ``{op: Cost}``), attainable performance from :mod:`llm_roofline.roofline`.
 
 - :func:`op_points`: one ``(kind, intensity)`` per operation that does arithmetic, with the
@@ -54,7 +54,7 @@ def op_points(costs: Mapping[str, Cost]) -> dict[str, tuple[str, float]]:
     """
     if not isinstance(costs, Mapping) or not all(isinstance(c, Cost) for c in costs.values()):
         raise ValueError(
-            f"costs must be a dict of operation name -> formulas.Cost, got {validate.shorten(costs)}"
+            f"costs must be a dict of operation name -> counts.Cost, got {validate.shorten(costs)}"
         )
     points: dict[str, tuple[str, float]] = {}
     for op, cost in costs.items():

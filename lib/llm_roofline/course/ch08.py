@@ -103,7 +103,7 @@ register(
 register(
     "machine-4", _machine_4, unit="ms", rtol=0.05,
     hint="a memory-bound step takes bytes / bandwidth; sum the bytes of every operation of one "
-    "step (formulas.op_costs in fp32).",
+    "step (counts.op_costs in fp32).",
 )
 
 

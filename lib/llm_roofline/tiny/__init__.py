@@ -14,7 +14,7 @@ Usage::
     tally = Tally()
     tokens = model.generate(prompt, 8, tally=tally)   # prompt: int [batch, length]
     print(tally)                                 # per phase and operation: FLOPs, bytes, time
-    tally.costs("decode")    # {op: formulas.Cost}, summed over passes; each = formulas.op_costs
+    tally.costs("decode")    # {op: counts.Cost}, summed over passes; each = counts.op_costs
 """
 
 from .model import KVCache, TinyLlama, weight_shapes

@@ -169,7 +169,7 @@ class TinyLlama:
     activations are then float32. A tied model (``cfg.tie_embeddings``) may also list
     ``lm_head.weight``, as PyTorch's ``state_dict()`` does, if it equals the embedding.
     ``skip_masked=True`` computes attention one query row at a time over only the keys the
-    causal mask keeps (the work of a causal kernel, ``formulas.op_costs(causal=True)``); the
+    causal mask keeps (the work of a causal kernel, ``counts.op_costs(causal=True)``); the
     default computes the whole score block and masks it (``causal=False``). Both give the
     same logits.
     """

@@ -22,7 +22,7 @@ class Tally:
     What the model adds is computed, not observed: FLOPs and bytes come from the shapes and
     element sizes of the arrays the operation actually read and wrote, by the conventions of
     :mod:`llm_roofline.formulas` (``2*m*k*n`` per matrix product, 6 per softmax score, ...).
-    No instruction or memory access is counted. Agreement with ``formulas.op_costs``
+    No instruction or memory access is counted. Agreement with ``counts.op_costs``
     therefore confirms the shapes, the passes and which (query, key) pairs were computed,
     not the conventions; only the measured seconds relate the counts to the machine.
 
