@@ -9,6 +9,7 @@ non-finite number, and ``--json`` is strict JSON (no ``NaN``, no ``Infinity``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -27,7 +28,7 @@ __all__ = ["commands", "help_text", "main"]
 _GIB = 2**30
 
 _EPILOG = """All figures are roofline bounds: with --mbu 1 --mfu 1 no engine can beat them.
-Memory is per GPU, in GiB (2**30 bytes), the unit in which accelerator memory is sized;
+Memory is per GPU, in GiB (2**30 bytes), the unit in which accelerator memory is sized; \
 bandwidths are in GB/s (1e9 bytes/s)."""
 
 _ESTIMATE_EXAMPLES = """examples:
@@ -35,8 +36,9 @@ _ESTIMATE_EXAMPLES = """examples:
   llm-roofline estimate --model llama-3-70b --gpu h100 --n-gpus 2 \\
       --dtype fp8 --batch 32 --prompt 7680 --output 256
   # a sweep over the batch size, one row per point, as JSON
-  llm-roofline estimate --model llama-3-8b --gpu h100 --batch 1,8,32,128 --json
-  # any Hugging Face model: a config.json, or the folder of a downloaded snapshot
+  llm-roofline estimate --model llama-3-8b --gpu h100 \\
+      --batch 1,8,32,128 --json
+  # any Hugging Face model: a config.json, or a downloaded snapshot's folder
   llm-roofline estimate --config ./Mistral-7B-v0.1 --gpu a100"""
 
 
@@ -82,13 +84,24 @@ def _number(option: str):
     return parse
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the line breaks of descriptions and examples, and wraps a line of prose only when
+    it is longer than the help's width (an indented line, an example command, stays whole)."""
+
+    def _fill_text(self, text, width, indent):
+        return "\n".join(
+            textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+            if len(line) > width and not line.startswith(" ") else indent + line
+            for line in text.splitlines())
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="llm-roofline",
         description="LLM VRAM and throughput calculator: memory, TTFT, TPOT and throughput "
         "of a model on an accelerator, as roofline bounds.",
         epilog=_EPILOG + "\n\n" + _ESTIMATE_EXAMPLES.replace("examples:", "example:", 1),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
@@ -100,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
         "--prompt, --output and --n-gpus each take one number or a comma-separated list: "
         "the sweep prints one row per combination.",
         epilog=_ESTIMATE_EXAMPLES + "\n\n" + _EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     source = est.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="a built-in model, e.g. llama-3-70b (list: the "
@@ -154,14 +167,14 @@ def _parser() -> argparse.ArgumentParser:
         "models", help="list the built-in models",
         description="List the built-in models with their sizes.",
         epilog="example:\n  llm-roofline models",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     commands.add_parser(
         "gpus", help="list the built-in accelerators",
         description="List the built-in accelerators with their dense peaks and the aliases "
         "that name them.",
         epilog="example:\n  llm-roofline gpus",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     return parser
 
@@ -486,14 +499,16 @@ def commands() -> list[str]:
     return list(subparsers.choices)
 
 
-def help_text(command: str | None = None) -> str:
+def help_text(command: str | None = None, width: int = 72) -> str:
     """The help the parser itself prints: the program's (``None``) or a subcommand's.
 
-    The book's command-line reference is printed from here, so it cannot drift from the program.
+    ``width``: the column at which argparse wraps it. The book's command-line reference is
+    printed from here, so it cannot drift from the program.
     """
+    width = validate.integer("width", width, minimum=40, maximum=400)
     parser = _parser()
-    if command is None:
-        return parser.format_help()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    name = validate.choice("command", command, list(subparsers.choices))
-    return subparsers.choices[name].format_help()
+    if command is not None:
+        parser = subparsers.choices[validate.choice("command", command, list(subparsers.choices))]
+    parser.formatter_class = functools.partial(parser.formatter_class, width=width)
+    return parser.format_help()
