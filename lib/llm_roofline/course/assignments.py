@@ -1,0 +1,221 @@
+"""Graded assignments on nbgrader: each chapter's numeric exercises as autograded cells.
+
+An instructor runs ``make assignments`` (``python -m llm_roofline.course.assignments
+notebooks _build/nbgrader``) and gets an nbgrader course folder: its ``nbgrader_config.py``,
+``source/<chapter>/<chapter>.ipynb`` (the instructor's version, with solutions and hidden
+tests) and ``release/<chapter>/``, which nbgrader's own ``generate_assignment`` writes from the
+source: the version handed to students, with no solution and no expected value.
+
+How a chapter becomes an assignment
+    The chapter notebook is kept cell for cell, except each exercise's worked solution (the run
+    of cells tagged ``solution`` after it). A solution whose code ends in the self-check
+    ``check("<id>", value)`` becomes two cells:
+
+    * an *answer cell* (nbgrader: autograded answer), ``answer_<id> = None`` followed by the
+      worked solution between ``### BEGIN SOLUTION`` and ``### END SOLUTION``, the check turned
+      into ``answer_<id> = value``; the release keeps only ``answer_<id> = None`` and asks the
+      student to compute it;
+    * a *test cell* (nbgrader: autograder tests, locked, worth :data:`POINTS` per exercise), whose
+      hidden part compares the answer with the expected value, written into the cell as a
+      number when the course is generated: it comes from the library's answer-check registry
+      (:mod:`llm_roofline.course.registry`), the same value and relative tolerance the
+      self-check uses, so there is one source of every answer. nbgrader removes the hidden part
+      from the release.
+
+    A solution without a numeric check (an explanation) is removed, as in the student edition,
+    and so is one whose expected value depends on the reader's own machine (chapter 8 measures
+    it): both stay self-study, with their worked solutions in the book.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .registry import _REGISTRY, Exercise
+from .student import SOLUTION_TAG, strip_solutions
+
+__all__ = ["POINTS", "Graded", "assignment", "main", "write_course"]
+
+POINTS = 1
+"""Points per autograded exercise (the syllabus states each chapter's total)."""
+
+_CONFIG = '''"""nbgrader's configuration for the course (written by llm_roofline.course.assignments)."""
+
+c = get_config()  # noqa: F821 (nbgrader provides it)
+c.CourseDirectory.course_id = "physics-of-llm-inference"
+c.CourseDirectory.root = {root!r}
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE: compute the answer above"}}
+'''
+
+
+@dataclass(frozen=True)
+class Graded:
+    """One autograded exercise of an assignment."""
+
+    id: str
+    variable: str
+    expected: float
+    rtol: float
+    unit: str
+    points: int
+
+
+def _checks(code: str) -> list[tuple[int, int, str, str]]:
+    """``(first line, last line, id, value source)`` of each ``check("id", value)`` statement."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "check" and len(call.args) == 2
+                and isinstance(call.args[0], ast.Constant)):
+            value = ast.get_source_segment(code, call.args[1])
+            found.append((node.lineno, node.end_lineno, call.args[0].value, value))
+    return sorted(found)
+
+
+def _expected(exercise: Exercise) -> float | None:
+    """The exercise's answer from the library, or None when it needs the reader's machine."""
+    try:
+        return float(exercise.expected())
+    except ValueError:
+        return None
+
+
+def _answer_cell(code: str, graded: Graded) -> dict:
+    lines = code.splitlines()
+    for first, last, _, value in reversed(_checks(code)):
+        indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
+        lines[first - 1:last] = [f"{indent}{graded.variable} = {value}"]
+    body = "\n".join(lines)
+    source = (f"{graded.variable} = None  # your answer to {graded.id}, in {graded.unit}\n"
+              f"### BEGIN SOLUTION\n{body}\n### END SOLUTION")
+    return _cell("code", source, grade=False, solution=True, locked=False,
+                 grade_id=f"{graded.id}-answer")
+
+
+def _test_cell(graded: Graded) -> dict:
+    tolerance = f"within {100 * graded.rtol:g} %" if graded.rtol else "exactly"
+    source = (f"# Autograded: {graded.id}, {graded.points} point(s), {tolerance}.\n"
+              f"assert {graded.variable} is not None, \"compute {graded.variable} in the cell above\"\n"
+              "### BEGIN HIDDEN TESTS\n"
+              "import math\n"
+              f"assert math.isclose(float({graded.variable}), {graded.expected!r}, "
+              f"rel_tol={graded.rtol!r}, abs_tol=0.0)\n"
+              "### END HIDDEN TESTS")
+    return _cell("code", source, grade=True, solution=False, locked=True,
+                 grade_id=f"{graded.id}-check", points=graded.points)
+
+
+def _cell(kind: str, source: str, **nbgrader) -> dict:
+    cell = {"cell_type": kind, "metadata": {"nbgrader": {"schema_version": 3, "task": False,
+                                                         **nbgrader}},
+            "source": source}
+    if kind == "code":
+        cell |= {"execution_count": None, "outputs": []}
+    return cell
+
+
+def assignment(nb: dict) -> tuple[dict, list[Graded]]:
+    """The instructor's source notebook of one chapter, and its autograded exercises."""
+    strip_solutions(nb)  # checks the notebook's shape, names a bad cell
+    cells, graded, run = [], [], []
+
+    def close_run():
+        code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                         for c in run if c["cell_type"] == "code")
+        checks = _checks(code) if code else []
+        if len(checks) == 1 and checks[0][2] in _REGISTRY:
+            exercise = _REGISTRY[checks[0][2]]
+            expected = _expected(exercise)
+            if expected is not None and math.isfinite(expected):
+                g = Graded(exercise.id, "answer_" + exercise.id.replace("-", "_"), expected,
+                           exercise.rtol, exercise.unit, POINTS)
+                cells.extend([_answer_cell(code, g), _test_cell(g)])
+                graded.append(g)
+        run.clear()
+
+    for cell in nb["cells"]:
+        if SOLUTION_TAG in (cell.get("metadata") or {}).get("tags", []):
+            run.append(cell)
+            continue
+        if run:
+            close_run()
+        cell = dict(cell)
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        cells.append(cell)
+    if run:
+        close_run()
+    return {**nb, "cells": cells}, graded
+
+
+def write_course(notebooks: Path, root: Path, chapters: list[str] | None = None,
+                 *, release: bool = True) -> dict[str, list[Graded]]:
+    """Write the nbgrader course under ``root``; return each assignment's graded exercises.
+
+    ``chapters``: notebook names without ``.ipynb`` (default: every chapter notebook in
+    ``notebooks``). With ``release``, nbgrader's ``generate_assignment`` then writes
+    ``release/``. ``root`` is the course's own folder: its ``source/`` is rewritten.
+    """
+    notebooks, root = Path(notebooks), Path(root).resolve()
+    import llm_roofline.course.exercises  # noqa: F401  (every chapter registers its checks)
+
+    names = chapters or sorted(p.stem for p in notebooks.glob("[0-9][0-9]_*.ipynb"))
+    course = {}
+    for name in names:
+        path = notebooks / f"{name}.ipynb"
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path} is not a readable notebook: {err}") from None
+        source, graded = assignment(nb)
+        folder = root / "source" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.ipynb").write_text(json.dumps(source, indent=1, ensure_ascii=False) + "\n",
+                                              encoding="utf-8")
+        course[name] = graded
+    (root / "nbgrader_config.py").write_text(_CONFIG.format(root=str(root)), encoding="utf-8")
+    if release:
+        for name in course:
+            _nbgrader(root, "generate_assignment", name, "--force")
+    return course
+
+
+def _nbgrader(root: Path, *args: str) -> str:
+    """Run one of nbgrader's own commands in the course folder; its output, or an error."""
+    # nbgrader runs alembic, installed beside this Python, as a command of its own
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                                  os.environ.get("PATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=1800)
+    if run.returncode:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{run.stdout}{run.stderr}")
+    return run.stdout + run.stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m llm_roofline.course.assignments NOTEBOOKS ROOT``: write the nbgrader course."""
+    parser = argparse.ArgumentParser(
+        prog="python -m llm_roofline.course.assignments",
+        description="Write an nbgrader course (source and release) from the chapter notebooks.")
+    parser.add_argument("notebooks", type=Path, help="the folder of chapter notebooks")
+    parser.add_argument("root", type=Path, help="the course folder to write (e.g. _build/nbgrader)")
+    args = parser.parse_args(argv)
+    course = write_course(args.notebooks, args.root)
+    for name, graded in course.items():
+        points = sum(g.points for g in graded)
+        print(f"{name}: {len(graded)} autograded exercises, {points} points")
+    print(f"nbgrader course written to {args.root.resolve()} (release/ for students)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

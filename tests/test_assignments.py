@@ -1,0 +1,105 @@
+"""The nbgrader course: each numeric exercise an autograded answer, graded by nbgrader itself.
+
+The fast tests look at the source notebooks the writer makes; the slow one runs nbgrader's own
+commands end to end in a temporary course: generate the release, submit it three ways, and
+autograde the submissions.
+"""
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import llm_roofline.course.exercises  # noqa: F401  (every chapter registers its checks)
+from llm_roofline.course.assignments import _nbgrader, assignment, write_course
+from llm_roofline.course.registry import _REGISTRY
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _nbgrader_cells(nb, key):
+    return [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get(key)]
+
+
+def _ids_checked_in(nb) -> list[str]:
+    """Every exercise id a solution of the chapter checks, found by hand (a plain search)."""
+    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    return sorted({i for i in _REGISTRY if f'check("{i}"' in text})
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_numeric_exercise_is_autograded_against_the_registry(name):
+    nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())
+    source, graded = assignment(nb)
+    machine_dependent = {"machine-2", "machine-3", "machine-4", "machine-5"}
+    assert sorted(g.id for g in graded) == [i for i in _ids_checked_in(nb) if i not in machine_dependent]
+    answers, tests = _nbgrader_cells(source, "solution"), _nbgrader_cells(source, "grade")
+    assert len(answers) == len(tests) == len(graded)
+    for g, answer, test in zip(graded, answers, tests, strict=True):
+        exercise = _REGISTRY[g.id]
+        assert g.expected == float(exercise.expected()) and g.rtol == exercise.rtol
+        assert answer["source"].startswith(f"{g.variable} = None")
+        assert "### BEGIN SOLUTION" in answer["source"] and f'check("{g.id}"' not in answer["source"]
+        hidden = test["source"].split("### BEGIN HIDDEN TESTS")[1]
+        assert repr(g.expected) in hidden and repr(g.expected) not in test["source"].split("###")[0]
+        assert test["metadata"]["nbgrader"]["points"] == g.points and test["metadata"]["nbgrader"]["locked"]
+    # no worked solution is left outside the answer cells
+    assert not any("solution" in c["metadata"].get("tags", []) for c in source["cells"])
+
+
+def test_a_solution_without_a_numeric_check_is_removed_not_graded():
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": "An exercise: explain."},
+        {"cell_type": "markdown", "metadata": {"tags": ["solution"]}, "source": "Because."},
+        {"cell_type": "code", "metadata": {"tags": ["solution"]}, "source": "x = 1",
+         "outputs": [], "execution_count": 1},
+        {"cell_type": "markdown", "metadata": {}, "source": "After."},
+    ]}
+    source, graded = assignment(nb)
+    assert graded == [] and [c["source"] for c in source["cells"]] == ["An exercise: explain.", "After."]
+
+
+@pytest.mark.slow
+def test_nbgrader_grades_a_right_an_empty_and_a_wrong_submission(tmp_path):
+    name = "03_roofline"
+    graded = write_course(NOTEBOOKS, tmp_path, [name])[name]
+    total = sum(g.points for g in graded)
+    assert len(graded) >= 2
+
+    release = json.loads((tmp_path / "release" / name / f"{name}.ipynb").read_text())
+    text = json.dumps(release)
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+    for g in graded:  # neither the value nor the solution's own code reaches the student
+        assert repr(g.expected) not in text and f'check("{g.id}"' not in text
+
+    source = json.loads((tmp_path / "source" / name / f"{name}.ipynb").read_text())
+    solved = {c["metadata"]["nbgrader"]["grade_id"]:
+              c["source"].replace("### BEGIN SOLUTION\n", "").replace("\n### END SOLUTION", "")
+              for c in _nbgrader_cells(source, "solution")}
+
+    def submit(student, answers):
+        nb = copy.deepcopy(release)
+        for cell in _nbgrader_cells(nb, "solution"):
+            cell["source"] = answers.get(cell["metadata"]["nbgrader"]["grade_id"], cell["source"])
+        folder = tmp_path / "submitted" / student / name
+        folder.mkdir(parents=True)
+        (folder / f"{name}.ipynb").write_text(json.dumps(nb))
+
+    wrong = graded[1]
+    submit("right", solved)
+    submit("empty", {})
+    submit("wrong", solved | {f"{wrong.id}-answer": solved[f"{wrong.id}-answer"]
+                              + f"\n{wrong.variable} = 2 * {wrong.variable}"})
+    _nbgrader(tmp_path, "autograde", name, "--force")
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gradebook:
+        scores = {s: gradebook.find_submission(name, s).score for s in ("right", "empty", "wrong")}
+    assert math.isclose(scores["right"], total)
+    assert scores["empty"] == 0
+    assert math.isclose(scores["wrong"], total - wrong.points)
