@@ -155,6 +155,10 @@ def test_listings(capsys):
     for alias in ("4090", "H100", "MI300X"):  # the aliases that work are listed
         assert re.search(rf"also: .*\b{alias}\b", out), alias
         assert lr.get_accelerator(alias)
+    for alias in ("H20", "L40S", "GB200", "A100 40GB", "TPU v5e"):  # the anchors' chips
+        assert re.search(rf"also: .*\b{alias}\b", out), alias
+    assert "link: NVLink 5 (72-GPU domain), 1800 GB/s" in out and "link: none" in out
+    assert max(map(len, out.splitlines())) <= 82  # a terminal's width
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,27 @@ def test_article_ridge_points():
     assert round(h100.ridge("bf16"), 1) == 295.3
 
 
+def test_anchor_chips_and_their_ridges():
+    # hand-checked: ridge = dense BF16 peak / bandwidth
+    h20, tpu = get_accelerator("H20"), get_accelerator("TPU v5e")
+    assert (h20.peak("bf16"), h20.bandwidth, h20.memory_type) == (148e12, 4.0e12, "HBM3")
+    assert round(h20.ridge("bf16")) == 37  # 148e12 / 4.0e12 = 37.0: the decode-first chip
+    assert h20.ridge("bf16") < get_accelerator("A100").ridge("bf16") / 4  # against the trend
+    assert (tpu.peak("bf16"), tpu.bandwidth) == (197e12, 819e9)
+    assert round(tpu.ridge("bf16")) == 241 and 235 < tpu.ridge("bf16") < 245  # "about 240"
+    assert not tpu.has("fp8") and not tpu.has("fp16")
+    l40s, a100_40 = get_accelerator("L40S"), get_accelerator("A100 40GB")
+    assert (l40s.peak("bf16"), l40s.bandwidth) == (362.05e12, 864e9)
+    assert round(l40s.ridge("bf16"), 1) == 419.0  # 362.05 / 0.864
+    assert a100_40.peaks == get_accelerator("A100").peaks and a100_40.bandwidth == 1555e9
+    assert round(a100_40.ridge("bf16"), 1) == 200.6
+    gb200 = get_accelerator("GB200 NVL72")
+    assert gb200 is get_accelerator("GB200") is not get_accelerator("B200")
+    assert (gb200.peak("bf16"), gb200.peak("fp8"), gb200.bandwidth) == (2500e12, 5000e12, 8e12)
+    assert round(gb200.ridge("bf16"), 1) == 312.5 and gb200.domain_size == 72
+    assert gb200.nodes(72) == 1 and gb200.nodes(73) == 2
+
+
 def test_other_chips():
     h200, b200 = get_accelerator("H200"), get_accelerator("B200")
     assert h200.peaks == get_accelerator("H100").peaks  # same compute as the H100
@@ -28,7 +49,7 @@ def test_other_chips():
 @pytest.mark.parametrize(
     ("name", "gib"),
     [("A100", 80), ("H100", 80), ("H200", 141), ("B200", 180), ("MI300X", 192), ("RTX 4090", 24),
-     ("M4 Max", 128)],
+     ("M4 Max", 128), ("A100 40GB", 40), ("H20", 96), ("L40S", 48), ("GB200", 186), ("TPU v5e", 16)],
 )
 def test_memory_capacity_is_binary(name, gib):
     # vendors write "80GB" for 80 GiB of HBM: an A100 80GB has 81,920 MiB
@@ -38,7 +59,8 @@ def test_memory_capacity_is_binary(name, gib):
 
 @pytest.mark.parametrize(
     "name, link", [("A100", 600e9), ("H100", 900e9), ("H200", 900e9), ("B200", 1800e9),
-                   ("MI300X", 896e9), ("M4 Max", None)],
+                   ("MI300X", 896e9), ("M4 Max", None), ("A100 40GB", 600e9), ("H20", 900e9),
+                   ("L40S", 64e9), ("GB200", 1800e9), ("TPU v5e", 200e9)],
 )
 def test_interconnect(name, link):
     assert get_accelerator(name).interconnect_bandwidth == link
@@ -76,7 +98,7 @@ def test_unknown_name_suggests_close_ones():
     with pytest.raises(ValueError, match="'H10'; did you mean 'NVIDIA H100 SXM'"):
         get_accelerator("H10")
     with pytest.raises(ValueError, match="known: .*Apple M4 Max"):
-        get_accelerator("TPU v5e")
+        get_accelerator("Gaudi 3")
     with pytest.raises(ValueError, match="must be a name"):
         get_accelerator(100)
 
@@ -93,7 +115,8 @@ def test_missing_precision_names_what_the_chip_has():
 
 def test_every_chip_is_complete_and_sourced():
     raw = json.loads(resources.files("llm_roofline").joinpath("data/accelerators.json").read_text())
-    required = {"A100", "H100", "H200", "B200", "MI300X", "RTX 4090", "M4 Max"}
+    required = {"A100", "H100", "H200", "B200", "MI300X", "RTX 4090", "M4 Max", "A100 40GB", "H20",
+                "L40S", "GB200", "TPU v5e"}
     assert {get_accelerator(n).name for n in required} <= set(list_accelerators())
     for record in raw["accelerators"]:
         fields = {"memory_gib", "bandwidth_gb_s", "peak_tflops", "interconnect",
@@ -118,6 +141,8 @@ def test_table_rows():
 @pytest.mark.parametrize(("name", "latency_us", "domain", "network_gb_s"), [
     ("A100", 3, 8, 50), ("H100", 3, 8, 100), ("H200", 3, 8, 100), ("B200", 3, 8, 100),
     ("MI300X", 3, 8, 100), ("RTX 4090", 4, 8, None), ("M4 Max", 0, 1, None),
+    ("A100 40GB", 3, 8, 50), ("H20", 3, 8, 100), ("GB200", 3, 72, 100), ("L40S", 4, 8, None),
+    ("TPU v5e", 1, 256, None),
 ])
 def test_collective_latency_domain_and_network(name, latency_us, domain, network_gb_s):
     chip = get_accelerator(name)

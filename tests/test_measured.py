@@ -28,7 +28,7 @@ def by_number(rows, n):
 
 # --- loading ----------------------------------------------------------------------------------
 def test_every_row_is_loaded_typed(rows):
-    assert len(rows) == 115
+    assert len(rows) == 116
     first = rows[0]
     assert (first.number, first.model, first.n_gpus, first.batch, first.input_len,
             first.output_len, first.value, first.unit) == (1, "Llama-2-7B", 1, 1, 5, 200, 104.9,
@@ -39,10 +39,19 @@ def test_every_row_is_loaded_typed(rows):
     assert isinstance(first.value, float) and isinstance(first.batch, int)
 
 
+def test_kipplys_fastertransformer_row(rows):
+    row = by_number(rows, 116)
+    assert (row.model, row.gpu, row.engine, row.batch, row.metric, row.value, row.unit) == (
+        "GPT-13B", "A100-SXM4-40GB", "FasterTransformer", 1, "itl", 22.0, "ms")
+    assert row.accelerator == "A100 40GB" and row.weight_dtype == "fp16"
+    assert row.family == "FasterTransformer" and not row.modern  # kept out of the calibration
+    assert "kipply" in row.source and "16.8 ms" in row.notes
+
+
 def test_no_row_is_dropped_silently(rows):
     usable = M.usable(rows)
     rest = M.not_reproducible(rows)
-    assert len(usable) + len(rest) == 115
+    assert len(usable) + len(rest) == 116
     assert len(usable) == 81
     assert all(r.reason for r in rest) and all(r.reason is None for r in usable)
 
@@ -59,6 +68,7 @@ def test_no_row_is_dropped_silently(rows):
     (102, "NVIDIA/NeMo discussion #8455"),
     (38, "ambiguous definition"),  # Qwen speed with a 129,024-token prompt
     (30, "memory measurement"),
+    (116, "'GPT-13B' has no config"),  # kipply's FasterTransformer 13B GPT (book/measured.md)
 ])
 def test_rows_not_reproducible_say_why(rows, number, words):
     row = by_number(rows, number)

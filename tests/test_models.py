@@ -12,6 +12,7 @@ from llm_roofline.models import ModelConfig, get_model, list_models, model_info
 
 BUILT_IN = [
     "llama-2-7b",
+    "llama-2-13b",
     "llama-2-70b",
     "llama-3-8b",
     "llama-3-70b",
@@ -68,6 +69,10 @@ def test_params_by_op_add_up_and_name_real_ops(name):
 def test_llama_2_7b_exact_count():
     # 2 * 32000 * 4096 (embedding, head) + 32 * (4 * 4096^2 + 3 * 4096 * 11008 + 2 * 4096) + 4096
     assert get_model("llama-2-7b").n_params == 6_738_415_616
+    # Llama-2-13B by hand: embeddings and head, 40 layers of attention, MLP and two norms
+    per_layer = 4 * 5120**2 + 3 * 5120 * 13824 + 2 * 5120
+    assert get_model("llama-2-13b").n_params == 2 * 32000 * 5120 + 40 * per_layer + 5120
+    assert get_model("llama-2-13b").n_params == 13_015_864_320
 
 
 def test_dense_model_active_equals_total():
@@ -114,6 +119,7 @@ def test_qwen_has_qkv_biases():
     ("name", "kv_bytes"),
     [
         ("llama-2-7b", 2 * 32 * 32 * 128 * 2),  # MHA: 32 KV heads
+        ("llama-2-13b", 2 * 40 * 40 * 128 * 2),  # MHA: 40 KV heads
         ("llama-2-70b", 2 * 80 * 8 * 128 * 2),  # GQA: 8 KV heads, not 64 query heads
         ("llama-3-70b", 327_680),
         ("qwen2.5-7b", 2 * 28 * 4 * 128 * 2),

@@ -471,20 +471,28 @@ def _models_table() -> str:
 
 
 def _gpus_table() -> str:
+    """The built-in accelerators, one block each, no line wider than 82 columns."""
+    width, indent = 82, " " * 27
     lines = [f"{'accelerator':26s} {'memory':>8s} {'bandwidth':>10s} {'bf16':>9s} {'fp8':>9s} "
-             f"{'ridge bf16':>10s}  interconnect"]
+             f"{'ridge bf16':>10s}"]
     for name in hardware.list_accelerators():
         chip = hardware.get_accelerator(name)
         fp8 = f"{chip.peak('fp8') / 1e12:6.1f} TF" if "fp8" in chip.precisions else "      -  "
         link = (f"{chip.interconnect}, {chip.interconnect_bandwidth / 1e9:.0f} GB/s"
-                if chip.interconnect else "-")
+                if chip.interconnect else "none")
         lines.append(
             f"{name:26s} {chip.memory_bytes / _GIB:5.0f}GiB {chip.bandwidth / 1e9:6.0f}GB/s "
-            f"{chip.peak('bf16') / 1e12:6.1f} TF {fp8} {chip.ridge('bf16'):10.1f}  {link}"
+            f"{chip.peak('bf16') / 1e12:6.1f} TF {fp8} {chip.ridge('bf16'):10.1f}"
         )
-        lines.append(f"{'':26s} also: {', '.join(hardware.aliases(name))}")
-    lines.append("memory in GiB (2**30 bytes), bandwidth in GB/s (1e9 bytes/s); peaks: dense "
-                 "tensor math (no sparsity), TFLOP/s; ridge in FLOPs per byte")
+        lines += textwrap.wrap(f"link: {link}", width, initial_indent=indent,
+                               subsequent_indent=indent + "      ")
+        names = ", ".join(a.replace(" ", "\0") for a in hardware.aliases(name))  # whole names
+        lines += [line.replace("\0", " ") for line in textwrap.wrap(
+            f"also: {names}", width, initial_indent=indent, subsequent_indent=indent + "      ",
+            break_long_words=False, break_on_hyphens=False)]
+    lines += textwrap.wrap("memory in GiB (2**30 bytes), bandwidth in GB/s (1e9 bytes/s); peaks: "
+                           "dense tensor math (no sparsity), TFLOP/s; ridge in FLOPs per byte; "
+                           "link: the scale-up interconnect, GB/s per chip both ways", width)
     lines.append("'H100' is the H100 SXM; the slower H100 PCIe card is not built in")
     return "\n".join(lines)
 

@@ -1,6 +1,6 @@
 """Published measurements of real engines against the calculator's bound.
 
-``load()`` reads ``data/measured/measured-inference.csv`` (115 published rows, sources in the
+``load()`` reads ``data/measured/measured-inference.csv`` (116 published rows, sources in the
 file and in its README) into typed ``Row`` objects: each mapped to a ``ModelConfig`` (from the
 data's ``model-configs.json``), an accelerator of the library, the weight / KV-cache / math
 precisions and an engine family, or marked not reproducible with the reason (speculative
@@ -71,6 +71,7 @@ _DATA = "data/measured"
 _GPUS = (
     ("A100 (PCIe)", None),
     ("A100-SXM4-80GB", "A100"),
+    ("A100-SXM4-40GB", "A100 40GB"),
     ("A100-80GB", "A100"),
     ("H100-SXM5-80GB", "H100"),
     ("H100-80GB", "H100"),
