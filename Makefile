@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HTML   := _build/html
 
-.PHONY: book test check lab student clean
+.PHONY: book test check lab student assignments clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ lab: $(VENV)/.installed
 # --force: _build/student is the build's own folder, rewritten each time (the writer never touches notebooks/).
 student: $(VENV)/.installed
 	$(BIN)/python -m llm_roofline.course.student notebooks _build/student --force
+
+## assignments: an nbgrader course in _build/nbgrader (source with solutions, release for students)
+# Each numeric exercise becomes an autograded answer; nbgrader's own generate_assignment writes release/.
+assignments: $(VENV)/.dev-installed
+	$(BIN)/python -m llm_roofline.course.assignments notebooks _build/nbgrader
 
 clean:
 	rm -rf _build
