@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import llm_roofline.course.exercises  # noqa: F401  (every chapter registers its checks)
-from llm_roofline.course.assignments import _nbgrader, assignment, write_course
+from llm_roofline.course.assignments import POINTS, UNLEVELLED, _nbgrader, assignment, write_course
 from llm_roofline.course.registry import _REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +23,26 @@ CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 def _nbgrader_cells(nb, key):
     return [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get(key)]
+
+
+def _levels_by_hand(nb) -> dict[str, str]:
+    """Each check id's level, read by hand: the bold title above the solution that checks it."""
+    levels, level = {}, None
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        if "{exercise-start}" in text:
+            title = text.split("**")[1]
+            level = next((v for k, v in (("Warm-up:", "warm-up"), ("Core:", "core"),
+                                         ("Challenge:", "challenge")) if title.startswith(k)),
+                         UNLEVELLED)
+        for i in _REGISTRY:
+            if f'check("{i}"' in text and "solution" in cell["metadata"].get("tags", []):
+                levels[i] = level
+    return levels
+
+
+def test_points_by_level():
+    assert POINTS == {"warm-up": 1, "core": 2, "challenge": 3} and UNLEVELLED == "core"
 
 
 def _ids_checked_in(nb) -> list[str]:
@@ -37,6 +57,8 @@ def test_every_numeric_exercise_is_autograded_against_the_registry(name):
     source, graded = assignment(nb)
     machine_dependent = {"machine-2", "machine-3", "machine-4", "machine-5"}
     assert sorted(g.id for g in graded) == [i for i in _ids_checked_in(nb) if i not in machine_dependent]
+    levels = _levels_by_hand(nb)
+    assert [g.points for g in graded] == [POINTS[levels[g.id]] for g in graded]
     answers, tests = _nbgrader_cells(source, "solution"), _nbgrader_cells(source, "grade")
     assert len(answers) == len(tests) == len(graded)
     for g, answer, test in zip(graded, answers, tests, strict=True):

@@ -116,3 +116,14 @@ def test_register_rejects_bad_mistakes(monkeypatch):
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     with pytest.raises(ValueError, match="each mistake must be"):
         register("test-m", lambda: 2.0, unit="s", hint="h", mistakes=[(4.0, "not callable")])
+
+
+def test_roofline_5_serial_kernel_by_hand():
+    # H100 SXM: 989.4 dense BF16 TFLOPS over 3.35 TB/s is a ridge of 295.34 FLOPs/byte; a
+    # serial kernel at I = k * ridge gets k / (1 + k) of the peak: 3/4 at k = 3, I = 886.0
+    by_hand = 3 * 989.4e12 / 3.35e12
+    assert abs(by_hand - 886.03) < 0.01
+    assert check("roofline-5", by_hand)
+    assert check("roofline-5", 886)
+    nine = check("roofline-5", 9 * 989.4e12 / 3.35e12)  # the 90 % intensity of the text
+    assert not nine and "90 %" in str(nine) and "886" not in str(nine)

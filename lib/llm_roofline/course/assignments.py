@@ -15,7 +15,8 @@ How a chapter becomes an assignment
       worked solution between ``### BEGIN SOLUTION`` and ``### END SOLUTION``, the check turned
       into ``answer_<id> = value``; the release keeps only ``answer_<id> = None`` and asks the
       student to compute it;
-    * a *test cell* (nbgrader: autograder tests, locked, worth :data:`POINTS` per exercise), whose
+    * a *test cell* (nbgrader: autograder tests, locked, worth the :data:`POINTS` of the
+      exercise's level, read from its title by :mod:`llm_roofline.course.syllabus`), whose
       hidden part compares the answer with the expected value, written into the cell as a
       number when the course is generated: it comes from the library's answer-check registry
       (:mod:`llm_roofline.course.registry`), the same value and relative tolerance the
@@ -24,7 +25,9 @@ How a chapter becomes an assignment
 
     A solution without a numeric check (an explanation) is removed, as in the student edition,
     and so is one whose expected value depends on the reader's own machine (chapter 8 measures
-    it): both stay self-study, with their worked solutions in the book.
+    it): both stay self-study, with their worked solutions in the book. A design problem has no
+    solution in the notebook: it stays as it is, for the student to answer in the notebook, and
+    the instructor grades it by hand with the rubric of the instructor guide.
 """
 
 from __future__ import annotations
@@ -41,11 +44,16 @@ from pathlib import Path
 
 from .registry import _REGISTRY, Exercise
 from .student import SOLUTION_TAG, strip_solutions
+from .syllabus import exercises_of
 
-__all__ = ["POINTS", "Graded", "assignment", "main", "write_course"]
+__all__ = ["POINTS", "UNLEVELLED", "Graded", "assignment", "main", "write_course"]
 
-POINTS = 1
-"""Points per autograded exercise (the syllabus states each chapter's total)."""
+POINTS = {"warm-up": 1, "core": 2, "challenge": 3}
+"""Points of an autograded exercise by its level (the syllabus states each chapter's total)."""
+
+UNLEVELLED = "core"
+"""The level counted for an exercise whose title names none (a chapter not yet levelled;
+``tests/test_levels.py`` names the chapters allowed to be in that state)."""
 
 _CONFIG = '''"""nbgrader's configuration for the course (written by llm_roofline.course.assignments)."""
 
@@ -126,6 +134,7 @@ def _cell(kind: str, source: str, **nbgrader) -> dict:
 def assignment(nb: dict) -> tuple[dict, list[Graded]]:
     """The instructor's source notebook of one chapter, and its autograded exercises."""
     strip_solutions(nb)  # checks the notebook's shape, names a bad cell
+    levels = {ex.check_id: ex.level for ex in exercises_of(nb) if ex.check_id}
     cells, graded, run = [], [], []
 
     def close_run():
@@ -135,9 +144,10 @@ def assignment(nb: dict) -> tuple[dict, list[Graded]]:
         if len(checks) == 1 and checks[0][2] in _REGISTRY:
             exercise = _REGISTRY[checks[0][2]]
             expected = _expected(exercise)
+            level = levels.get(exercise.id) or UNLEVELLED
             if expected is not None and math.isfinite(expected):
                 g = Graded(exercise.id, "answer_" + exercise.id.replace("-", "_"), expected,
-                           exercise.rtol, exercise.unit, POINTS)
+                           exercise.rtol, exercise.unit, POINTS[level])
                 cells.extend([_answer_cell(code, g), _test_cell(g)])
                 graded.append(g)
         run.clear()

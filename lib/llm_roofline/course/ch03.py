@@ -126,6 +126,25 @@ register(
 )
 
 
+def _roofline_5() -> float:
+    # serial load-then-compute: P / P_peak = k / (1 + k) at I = k * I_ridge; 0.75 needs k = 3
+    return 3 * _h100("bf16")
+
+
+register(
+    "roofline-5", _roofline_5, unit="FLOPs/byte",
+    hint="without overlap the times add: at I = k x I_ridge the kernel gets k / (1 + k) of the "
+         "peak; solve for 3/4, then multiply by the H100's BF16 ridge.",
+    mistakes=(
+        (lambda: 0.75 * _h100("bf16"), "that is below the ridge, where even an overlapped kernel "
+                                       "gets less than the peak: the serial kernel needs more."),
+        (lambda: 9 * _h100("bf16"), "9 times the ridge gives 90 % of the peak: solve k / (1 + k) "
+                                    "for 75 %."),
+        (lambda: _h100("bf16"), "at the ridge a serial kernel gets only half the peak."),
+    ),
+)
+
+
 def _peak_a100() -> float:
     from ..hardware import get_accelerator
 
