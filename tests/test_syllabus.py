@@ -46,3 +46,17 @@ def test_objectives_are_the_notebooks_words_and_each_is_mapped_to_exercises():
             assert named or "worked cells" in assessed, (name, assessed)
             unknown = [t for t in named if t not in titles]
             assert not unknown, f"{name}: the syllabus names exercises the chapter lacks: {unknown}"
+
+
+def test_the_instructor_guide_has_a_rubric_of_ten_points_for_each_design_problem():
+    guide = (ROOT / "book" / "instructor_guide.md").read_text()
+    rubrics = guide.split("## Grading the design problems", 1)[1].split("\n## ", 1)[0]
+    sections = {m.group(1): m.group(2) for m in
+                re.finditer(r"^### Chapter (\d+): .*\n((?:.|\n)*?)(?=^### |\Z)", rubrics, re.M)}
+    chapters = chapter_exercises(ROOT / "notebooks")
+    with_design = {name[:2].lstrip("0") for name, exs in chapters.items() if any(e.design for e in exs)}
+    assert set(sections) == with_design
+    for chapter, text in sections.items():
+        points = [int(p) for p in re.findall(r"^\|[^|\n]+\| (\d+) \|$", text, re.M)]
+        assert sum(points) == 10 and len(points) >= 4, f"chapter {chapter}: rubric points {points}"
+        assert "*Reference answer.*" in text, f"chapter {chapter}: no reference answer"
