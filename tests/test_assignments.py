@@ -13,16 +13,25 @@ from pathlib import Path
 import pytest
 
 import llm_roofline.course.exercises  # noqa: F401  (every chapter registers its checks)
-from llm_roofline.course.assignments import POINTS, UNLEVELLED, _nbgrader, assignment, write_course
+from llm_roofline.course.assignments import (
+    DESIGN_POINTS,
+    POINTS,
+    UNLEVELLED,
+    _nbgrader,
+    assignment,
+    write_course,
+)
 from llm_roofline.course.registry import _REGISTRY
+from llm_roofline.course.syllabus import exercises_of
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
-def _nbgrader_cells(nb, key):
-    return [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get(key)]
+def _nbgrader_cells(nb, key, kind="code"):
+    return [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get(key)
+            and c["cell_type"] == kind]
 
 
 def _levels_by_hand(nb) -> dict[str, str]:
@@ -73,6 +82,22 @@ def test_every_numeric_exercise_is_autograded_against_the_registry(name):
     assert not any("solution" in c["metadata"].get("tags", []) for c in source["cells"])
 
 
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_each_design_problem_gets_a_manually_graded_answer_after_its_givens(name):
+    nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())
+    source, _ = assignment(nb)
+    design = [ex.label for ex in exercises_of(nb) if ex.design]
+    manual = _nbgrader_cells(source, "grade", kind="markdown")
+    assert [c["metadata"]["nbgrader"]["grade_id"] for c in manual] == [f"{d}-answer" for d in design]
+    for label, cell in zip(design, manual, strict=True):
+        meta = cell["metadata"]["nbgrader"]
+        assert meta["solution"] and not meta["locked"] and meta["points"] == DESIGN_POINTS
+        at = source["cells"].index(cell)
+        above = [c for c in source["cells"][:at] if f":label: {label}" in "".join(c["source"])]
+        between = source["cells"][source["cells"].index(above[0]) + 1:at]
+        assert above and all(c["cell_type"] == "code" for c in between)  # only its givens
+
+
 def test_a_solution_without_a_numeric_check_is_removed_not_graded():
     nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "markdown", "metadata": {}, "source": "An exercise: explain."},
@@ -97,6 +122,8 @@ def test_nbgrader_grades_a_right_an_empty_and_a_wrong_submission(tmp_path):
     assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
     for g in graded:  # neither the value nor the solution's own code reaches the student
         assert repr(g.expected) not in text and f'check("{g.id}"' not in text
+    manual = _nbgrader_cells(release, "grade", kind="markdown")  # the design problem's answer
+    assert [c["metadata"]["nbgrader"]["points"] for c in manual] == [DESIGN_POINTS]
 
     source = json.loads((tmp_path / "source" / name / f"{name}.ipynb").read_text())
     solved = {c["metadata"]["nbgrader"]["grade_id"]:

@@ -5,6 +5,7 @@ import json
 import re
 from pathlib import Path
 
+from llm_roofline.course.assignments import DESIGN_POINTS
 from llm_roofline.course.syllabus import chapter_exercises, objectives_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,7 @@ def test_objectives_are_the_notebooks_words_and_each_is_mapped_to_exercises():
             assert not unknown, f"{name}: the syllabus names exercises the chapter lacks: {unknown}"
 
 
-def test_the_instructor_guide_has_a_rubric_of_ten_points_for_each_design_problem():
+def test_the_instructor_guide_has_a_rubric_for_each_design_problem_worth_its_points():
     guide = (ROOT / "book" / "instructor_guide.md").read_text()
     rubrics = guide.split("## Grading the design problems", 1)[1].split("\n## ", 1)[0]
     sections = {m.group(1): m.group(2) for m in
@@ -58,5 +59,5 @@ def test_the_instructor_guide_has_a_rubric_of_ten_points_for_each_design_problem
     assert set(sections) == with_design
     for chapter, text in sections.items():
         points = [int(p) for p in re.findall(r"^\|[^|\n]+\| (\d+) \|$", text, re.M)]
-        assert sum(points) == 10 and len(points) >= 4, f"chapter {chapter}: rubric points {points}"
+        assert sum(points) == DESIGN_POINTS and len(points) >= 4, f"chapter {chapter}: rubric points {points}"
         assert "*Reference answer.*" in text, f"chapter {chapter}: no reference answer"

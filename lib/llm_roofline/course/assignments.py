@@ -26,8 +26,9 @@ How a chapter becomes an assignment
     A solution without a numeric check (an explanation) is removed, as in the student edition,
     and so is one whose expected value depends on the reader's own machine (chapter 8 measures
     it): both stay self-study, with their worked solutions in the book. A design problem has no
-    solution in the notebook: it stays as it is, for the student to answer in the notebook, and
-    the instructor grades it by hand with the rubric of the instructor guide.
+    solution in the notebook: it stays as it is, with the code cell of its givens, followed by a
+    *manually graded answer* cell (markdown, worth :data:`DESIGN_POINTS`) that the instructor
+    grades in nbgrader's formgrader with the rubric of the instructor guide.
 """
 
 from __future__ import annotations
@@ -46,10 +47,13 @@ from .registry import _REGISTRY, Exercise
 from .student import SOLUTION_TAG, strip_solutions
 from .syllabus import exercises_of
 
-__all__ = ["POINTS", "UNLEVELLED", "Graded", "assignment", "main", "write_course"]
+__all__ = ["DESIGN_POINTS", "POINTS", "UNLEVELLED", "Graded", "assignment", "main", "write_course"]
 
 POINTS = {"warm-up": 1, "core": 2, "challenge": 3}
 """Points of an autograded exercise by its level (the syllabus states each chapter's total)."""
+
+DESIGN_POINTS = 10
+"""Points of a design problem, graded by hand: each rubric of the instructor guide sums to it."""
 
 UNLEVELLED = "core"
 """The level counted for an exercise whose title names none (a chapter not yet levelled;
@@ -131,11 +135,23 @@ def _cell(kind: str, source: str, **nbgrader) -> dict:
     return cell
 
 
+def _design_answer_cell(label: str) -> dict:
+    source = ("Your answer to the design problem: your choices, the numbers from the library that "
+              "support each one, and what could change your mind. (Graded by hand, "
+              f"{DESIGN_POINTS} points.)")
+    return _cell("markdown", source, grade=True, solution=True, locked=False,
+                 grade_id=f"{label}-answer", points=DESIGN_POINTS)
+
+
 def assignment(nb: dict) -> tuple[dict, list[Graded]]:
-    """The instructor's source notebook of one chapter, and its autograded exercises."""
+    """The instructor's source notebook of one chapter, and its autograded exercises.
+
+    Each design problem gets a manually graded answer cell after its givens (not counted in the
+    list returned, which holds the autograded exercises only)."""
     strip_solutions(nb)  # checks the notebook's shape, names a bad cell
     levels = {ex.check_id: ex.level for ex in exercises_of(nb) if ex.check_id}
     cells, graded, run = [], [], []
+    design: str | None = None  # the label of a design problem whose answer cell is due
 
     def close_run():
         code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
@@ -158,12 +174,20 @@ def assignment(nb: dict) -> tuple[dict, list[Graded]]:
             continue
         if run:
             close_run()
+        if design and cell["cell_type"] == "markdown":
+            cells.append(_design_answer_cell(design))
+            design = None
+        problem = [ex for ex in exercises_of({"cells": [cell]}) if ex.design]
+        if problem:
+            design = problem[0].label
         cell = dict(cell)
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
         cells.append(cell)
     if run:
         close_run()
+    if design:
+        cells.append(_design_answer_cell(design))
     return {**nb, "cells": cells}, graded
 
 
@@ -223,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, graded in course.items():
         points = sum(g.points for g in graded)
         print(f"{name}: {len(graded)} autograded exercises, {points} points")
+    print(f"each design problem: a manually graded answer cell, {DESIGN_POINTS} points")
     print(f"nbgrader course written to {args.root.resolve()} (release/ for students)")
     return 0
 
