@@ -15,14 +15,19 @@ overflow int64.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import numbers
+import os
+import stat
 from collections.abc import Iterable
 
 import numpy as np
 
 __all__ = [
-    "MAX_COUNT", "shorten", "integer", "integers", "real", "fraction", "boolean", "choice",
+    "MAX_COUNT", "MAX_FILE_BYTES", "shorten", "integer", "integers", "real", "reals", "fraction",
+    "boolean", "choice", "unknown", "text", "options", "read_bytes", "read_json",
+    "available_bytes", "allocation",
 ]
 
 MAX_COUNT = 2**40
@@ -32,11 +37,14 @@ for every realistic input."""
 
 
 def shorten(value, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters with an ellipsis and the full length."""
+    """``repr(value)`` on one line, cut to ``limit`` characters with an ellipsis and the full
+    length (a multi-line repr, such as a 2-D array's, has its line breaks and indents folded)."""
     try:
         text = repr(value)
     except Exception:  # a repr that raises is still named by its type
         text = f"<{type(value).__name__}>"
+    if "\n" in text or "\r" in text:
+        text = " ".join(text.split())
     if len(text) <= limit:
         return text
     return f"{text[: limit - 1]}… ({len(text)} characters)"
@@ -111,6 +119,28 @@ def real(name: str, value, *, minimum: float | None = None, maximum: float | Non
     return x
 
 
+def reals(name: str, value, *, minimum: float = 0.0, maximum: float = 1e300,
+          unit: str = "") -> np.ndarray | float:
+    """A finite real number, or a non-empty array of them, within ``[minimum, maximum]``: a
+    ``float`` for a scalar, a float64 array otherwise (strings, booleans, ``None`` refused)."""
+    what = (f"{name} must be a finite number{' of ' + unit if unit else ''} from {minimum:g} "
+            f"to {maximum:g} (or an array of them)")
+    if isinstance(value, str | bytes | bool | np.bool_) or value is None:
+        raise ValueError(f"{what}, got {shorten(value)}")
+    try:
+        array = np.asarray(value)
+        if array.dtype.kind not in "iuf" or array.size == 0:
+            raise TypeError
+        array = array.astype(float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what}, got {shorten(value)}") from None
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.isfinite(array) & (array >= minimum) & (array <= maximum))
+    if np.any(bad):
+        raise ValueError(f"{what}, got {shorten(array[bad].flat[0].item())}")
+    return float(array) if array.ndim == 0 else array
+
+
 def fraction(name: str, value, *, minimum: float = 1e-3) -> float:
     """A fraction of a peak (MBU, MFU) in ``[minimum, 1]``: 0.1 % to 100 % by default.
 
@@ -135,6 +165,40 @@ def _key(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
+def text(name: str, value, *, limit: int = 200, empty: bool = False) -> str:
+    """A string of at most ``limit`` characters on one line (not blank unless ``empty``)."""
+    if (not isinstance(value, str) or len(value) > limit or "\n" in value or "\r" in value
+            or (not empty and not value.strip())):
+        raise ValueError(f"{name} must be {'a' if empty else 'a non-empty'} string of at most "
+                         f"{limit:,} characters on one line, got {shorten(value)}")
+    return value
+
+
+def unknown(name: str, value, known: Iterable[str], close: Iterable[str] = ()) -> ValueError:
+    """The one message for a name not found: ``unknown model 'x'; did you mean 'y'? known: ...``.
+
+    The value and each known name are shortened, and the list is cut after 30 names.
+    """
+    known = [shorten(k, 40)[1:-1] if isinstance(k, str) else shorten(k, 40) for k in known]
+    listed = ", ".join(known[:30]) + (f" and {len(known) - 30:,} more" if len(known) > 30 else "")
+    close = list(dict.fromkeys(close))
+    hint = f"did you mean {' or '.join(shorten(c, 40) for c in close)}? " if close else ""
+    return ValueError(f"unknown {name} {shorten(value, 40)}; {hint}known: {listed}")
+
+
+def options(where: str, given: dict, allowed: Iterable[str]) -> dict:
+    """``given`` (a function's ``**options``) if every key is one of ``allowed``; an unknown
+    option (a typo such as ``kv_dtpye``) is refused with the closest names, not ignored."""
+    allowed = list(allowed)
+    for key in given:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=2, cutoff=0.6)
+            hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+            raise ValueError(f"{where} takes no option {shorten(key, 40)}; {hint}"
+                             f"allowed: {', '.join(allowed)}")
+    return given
+
+
 def choice(name: str, value, allowed: Iterable[str], *, aliases: dict[str, str] | None = None) -> str:
     """One of ``allowed`` (or a key of ``aliases``, mapped to its value), with suggestions.
 
@@ -150,8 +214,130 @@ def choice(name: str, value, allowed: Iterable[str], *, aliases: dict[str, str] 
     found = table.get(_key(value))
     if found is not None:
         return found
-    close = difflib.get_close_matches(_key(value), list(table), n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(table[c]) for c in dict.fromkeys(close))}?" if close else ""
-    raise ValueError(
-        f"unknown {name} {shorten(value, 40)}{hint} Known: {', '.join(allowed)}"
-    )
+    key = _key(value[:1000])  # a megabyte-long name is not compared letter by letter
+    close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.6)
+    raise unknown(name, value, allowed, [table[c] for c in close])
+
+
+# ---- files -----------------------------------------------------------------------------------
+
+MAX_FILE_BYTES = 16 * 2**20
+"""The largest data file the library reads (16 MiB): its own files and a reader's are a few kB."""
+
+
+def _shown(path) -> str:
+    """A path quoted, cut at the front when long: its end (the file's name) is what tells."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    text = text if isinstance(text, str) else repr(text)
+    return repr(text) if len(text) <= 100 else repr("…" + text[-99:])
+
+
+def read_bytes(what: str, path, *, cap: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the file ``path``, at most ``cap`` of them, for ``what`` (``"config"``).
+
+    Reads at most ``cap + 1`` bytes, so a device (``/dev/zero``), a pipe or a file growing
+    while it is read cannot exhaust memory or hang the reader; a folder, a missing file, a
+    name too long, an unreadable file and one over ``cap`` bytes raise one-line ``ValueError``
+    naming the path.
+    """
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+        raise ValueError(f"{what} path must be a file name, got {shorten(path)}")
+    name = os.fspath(path)
+    shown = _shown(name)
+    if not name.strip():
+        raise ValueError(f"{what} path is empty; give a file name")
+    if "\x00" in name:
+        raise ValueError(f"{what} {shown} is not a valid path (it holds a NUL character)")
+    try:
+        mode = os.stat(name).st_mode
+        if stat.S_ISDIR(mode):
+            raise ValueError(f"{what} {shown} is a folder, not a file")
+        if not stat.S_ISREG(mode) and not stat.S_ISFIFO(mode) and not stat.S_ISCHR(mode):
+            raise ValueError(f"{what} {shown} is not a regular file")
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) * (not stat.S_ISREG(mode))
+        fd = os.open(name, flags)
+        with os.fdopen(fd, "rb") as f:
+            chunks, size = [], 0
+            while size <= cap:
+                chunk = f.read(min(cap + 1 - size, 2**20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        raise ValueError(f"cannot read {what} {shown}: no such file") from None
+    except BlockingIOError:
+        raise ValueError(f"{what} {shown} gives no data now (a pipe with no writer?)") from None
+    except OSError as err:
+        raise ValueError(f"cannot read {what} {shown}: {err.strerror or type(err).__name__}") from None
+    if size > cap:
+        raise ValueError(f"{what} {shown} is larger than {cap:,} bytes, too large to be "
+                         f"a {what} file")
+    return b"".join(chunks)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(what: str, path, *, cap: int = MAX_FILE_BYTES, parse_float=float):
+    """The JSON value of the file ``path`` (read as :func:`read_bytes` does), in strict JSON:
+    no ``NaN`` or ``Infinity``, no number of more than 4,300 digits, no nesting too deep for
+    Python; each refused with one line naming the path."""
+    raw = read_bytes(what, path, cap=cap)
+    shown = _shown(path)
+    if not raw.strip():
+        raise ValueError(f"{what} {shown} is empty")
+    try:
+        text = raw.decode("utf-8-sig")
+        if "\x00" in text:
+            raise UnicodeDecodeError("utf-8", raw, 0, 1, "NUL byte")
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} {shown} is not a text file (binary?)") from None
+    try:
+        return json.loads(text, parse_float=parse_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what} {shown} is not valid JSON ({err.msg}, line {err.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{what} {shown} nests JSON too deeply to read") from None
+    except ValueError as err:  # NaN, Infinity, or an integer of more than 4,300 digits
+        reason = "a number with too many digits" if "digits" in str(err) else str(err)
+        raise ValueError(f"{what} {shown} is not strict JSON ({reason})") from None
+
+
+# ---- memory ----------------------------------------------------------------------------------
+
+
+def available_bytes() -> int | None:
+    """Memory the system can give a new allocation now (bytes), or None if unknown.
+
+    ``psutil.virtual_memory().available`` if psutil is installed, else ``MemAvailable`` from
+    ``/proc/meminfo`` (Linux), else the free physical pages (``os.sysconf``).
+    """
+    try:
+        import psutil
+    except ImportError:
+        pass
+    else:
+        return int(psutil.virtual_memory().available)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def allocation(what: str, nbytes: float) -> None:
+    """Refuse, before allocating, ``nbytes`` that would take more than half the memory
+    available now (the rest is the notebook's and the system's)."""
+    free = available_bytes()
+    if free is not None and nbytes > free // 2:
+        raise ValueError(
+            f"{what} would take {nbytes / 2**20:,.0f} MiB, more than half of the "
+            f"{free / 2**20:,.0f} MiB of memory available now; choose smaller sizes")
