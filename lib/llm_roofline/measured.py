@@ -36,6 +36,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from . import validate
 from .calculator import Estimate, estimate
 from .hardware import get_accelerator
 from .models import ModelConfig
@@ -159,7 +160,12 @@ class Row:
 def _read_text(path: str | Path | None) -> str:
     if path is None:
         return resources.files("llm_roofline").joinpath(f"{_DATA}/measured-inference.csv").read_text()
-    return Path(path).read_text()
+    raw = validate.read_bytes("measurements csv", path)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"measurements csv: {validate._shown(path)} is not a text file "
+                         "(UTF-8)") from None
 
 
 @cache
@@ -197,6 +203,7 @@ def family(engine: str) -> str:
     ``'NVIDIA NIM 1.8.0'`` -> ``'NIM'``; NeMo, HF transformers, MLC-LLM, llm-awq, ExLlamaV2 and
     llama.cpp keep their own names (all counted under ``'others'``).
     """
+    engine = validate.text("engine", engine)
     for prefix, name in (("gpt-fast", "gpt-fast"), ("lmdeploy", "lmdeploy"), ("NeMo", "NeMo"),
                          ("TensorRT-LLM", "TensorRT-LLM"), ("NVIDIA NIM", "NIM"), ("vLLM", "vLLM"),
                          ("SGLang", "SGLang"), ("HF transformers", "HF transformers"),
@@ -329,7 +336,14 @@ def load(path: str | Path | None = None) -> list[Row]:
     unknown metric or unit, a non-integer count) raises ``ValueError`` naming its row number
     and field. Rows the calculator cannot reproduce are returned too, with ``reason`` set.
     """
-    reader = csv.DictReader(io.StringIO(_read_text(path)))
+    try:
+        return _load(_read_text(path))
+    except csv.Error as err:
+        raise ValueError(f"measurements csv: not a valid csv ({err})") from None
+
+
+def _load(text: str) -> list[Row]:
+    reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise ValueError(f"measurements csv: header lacks column(s) {', '.join(missing)}; "
