@@ -177,10 +177,10 @@ def text(name: str, value, *, limit: int = 200, empty: bool = False) -> str:
 def unknown(name: str, value, known: Iterable[str], close: Iterable[str] = ()) -> ValueError:
     """The one message for a name not found: ``unknown model 'x'; did you mean 'y'? known: ...``.
 
-    The value and each known name are shortened, and the list is cut after 30 names.
+    The value and each known name are shortened, and the list is cut after 60 names.
     """
     known = [shorten(k, 40)[1:-1] if isinstance(k, str) else shorten(k, 40) for k in known]
-    listed = ", ".join(known[:30]) + (f" and {len(known) - 30:,} more" if len(known) > 30 else "")
+    listed = ", ".join(known[:60]) + (f" and {len(known) - 60:,} more" if len(known) > 60 else "")
     close = list(dict.fromkeys(close))
     hint = f"did you mean {' or '.join(shorten(c, 40) for c in close)}? " if close else ""
     return ValueError(f"unknown {name} {shorten(value, 40)}; {hint}known: {listed}")
