@@ -275,6 +275,11 @@ def _human(where: str, value, kind: str) -> float:
     return float(exact * _EXACT_SCALE[kind])
 
 
+def _plain(value):
+    """A JSON number read as ``Decimal`` shown and checked as the float it is."""
+    return float(value) if isinstance(value, Decimal) else value
+
+
 def _figure(where: str, record: dict, key: str, kind: str | None = None) -> float:
     """The figure ``key`` of ``record`` in base units, checked against ``LIMITS``."""
     return _human(f"{where} {key}", record[key], kind or key)
@@ -328,7 +333,7 @@ def _from_record(record: dict, where: str = "accelerator record") -> Accelerator
             link_bandwidth=_figure(lw, link, "link_gb_s", "bandwidth_gb_s")
             if link and "link_gb_s" in link else None,
             collective_latency_s=_figure(lw, link, "latency_us") if link else 0.0,
-            domain_size=validate.integer(f"{lw} domain_size", link["domain_size"],
+            domain_size=validate.integer(f"{lw} domain_size", _plain(link["domain_size"]),
                                          maximum=LIMITS["domain_size"][1]) if link else 1,
             network=net["name"] if net else None,
             network_bandwidth=_figure(nw, net, "bandwidth_gb_s") if net else None,

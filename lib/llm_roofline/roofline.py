@@ -46,8 +46,14 @@ def _positive(name: str, value):
     return array
 
 
-def _out(array):
-    """A 0-d result as a Python float, anything else as an array."""
+def _out(array, what: str = "the result"):
+    """A 0-d result as a Python float, anything else as an array; a result that under- or
+    overflows float64 (0 or infinity from positive finite inputs) is refused, not returned."""
+    array = np.asarray(array, dtype=float)
+    bad = ~(np.isfinite(array) & (array > 0))
+    if bad.any():
+        raise ValueError(f"{what} is {array[bad].flat[0].item()} for these inputs: they are "
+                         "outside float64's range (give FLOP/s, bytes/s and FLOPs/byte)")
     return float(array) if np.ndim(array) == 0 else array
 
 
@@ -80,19 +86,22 @@ def _machine(peak, bandwidth, dtype: str | None) -> tuple[np.ndarray, np.ndarray
 def ridge_point(peak, bandwidth=None, *, dtype: str | None = None):
     """I_ridge = P_peak / B_mem in FLOPs/byte (peak in FLOP/s, bandwidth in bytes/s)."""
     p, b = _machine(peak, bandwidth, dtype)
-    return _out(p / b)
+    with np.errstate(all="ignore"):
+        return _out(p / b, "the ridge point peak / bandwidth")
 
 
 def attainable(intensity, peak, bandwidth=None, *, dtype: str | None = None):
     """P = min(P_peak, I x B_mem) in FLOP/s, for intensity I in FLOPs/byte."""
     p, b = _machine(peak, bandwidth, dtype)
-    return _out(np.minimum(p, _positive("intensity", intensity) * b))
+    with np.errstate(all="ignore"):
+        return _out(np.minimum(p, _positive("intensity", intensity) * b), "the attainable rate")
 
 
 def efficiency(intensity, peak, bandwidth=None, *, dtype: str | None = None):
     """Attainable over peak, a fraction in (0, 1]: min(1, I / I_ridge)."""
     p, b = _machine(peak, bandwidth, dtype)
-    return _out(np.minimum(p, _positive("intensity", intensity) * b) / p)
+    with np.errstate(all="ignore"):
+        return _out(np.minimum(p, _positive("intensity", intensity) * b) / p, "the efficiency")
 
 
 def is_memory_bound(intensity, ridge, *, dtype: str | None = None):
