@@ -239,6 +239,8 @@ def _actions(parser):
 
 def _flag_names(message: str) -> str:
     """A message of the library about one of its arguments, in the flag's name: one voice."""
+    if message.startswith("prompt_len + output_len "):
+        return "--prompt + --output" + message[len("prompt_len + output_len"):]
     for name, flag in _API_NAMES.items():
         if message.startswith(f"{name} must ") or message.startswith(f"{name} = "):
             return flag + message[len(name):]

@@ -260,6 +260,8 @@ def read_bytes(what: str, path, *, cap: int = MAX_FILE_BYTES) -> bytes:
             chunks, size = [], 0
             while size <= cap:
                 chunk = f.read(min(cap + 1 - size, 2**20))
+                if chunk is None:  # a pipe whose writer has sent nothing yet
+                    raise BlockingIOError
                 if not chunk:
                     break
                 chunks.append(chunk)
