@@ -46,6 +46,9 @@ class _Parser(argparse.ArgumentParser):
         # "argument --batch: --batch must be ..." says the flag once
         found = re.fullmatch(r"argument (\S+): (\1 .*)", message, re.DOTALL)
         message = found.group(2) if found else message
+        found = re.fullmatch(r"argument (\S+?)(/\S+)?: expected one argument", message)
+        if found:
+            message = f"{found.group(1)} needs a value"
         self.exit(2, f"llm_roofline: error: {' '.join(message.split())}\n")
 
 
@@ -212,15 +215,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _joined(argv: list[str], parser) -> list[str]:
     """``--mbu -inf`` as ``--mbu=-inf``: argparse takes a value that starts with ``-`` and is not
-    a plain negative number (``-inf``, ``-1e3``) for an option, and would answer "expected one
-    argument"; joined, the value reaches the check that names what is allowed."""
-    takes_value = {flag for action in _actions(parser) if action.nargs is None
+    a plain negative number (``-inf``, ``-1e3``, ``-x``) for an option, and would answer
+    "expected one argument"; joined, the value reaches the check that names what is allowed.
+    A known flag after a flag that needs a value is left alone (``--batch --json``)."""
+    actions = list(_actions(parser))
+    takes_value = {flag for action in actions if action.nargs is None
                    and action.option_strings for flag in action.option_strings}
+    known = {flag for action in actions for flag in action.option_strings}
     out, i = [], 0
     while i < len(argv):
         token = argv[i]
-        if (token in takes_value and i + 1 < len(argv)
-                and re.match(r"-(\.?[0-9]|inf|nan)", argv[i + 1], re.IGNORECASE)):
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if (token in takes_value and following is not None and following.startswith("-")
+                and following.split("=")[0] not in known):
             out.append(f"{token}={argv[i + 1]}")
             i += 2
             continue
@@ -242,7 +249,7 @@ def _flag_names(message: str) -> str:
     if message.startswith("prompt_len + output_len "):
         return "--prompt + --output" + message[len("prompt_len + output_len"):]
     for name, flag in _API_NAMES.items():
-        if message.startswith(f"{name} must ") or message.startswith(f"{name} = "):
+        if message.startswith(f"{name} "):
             return flag + message[len(name):]
     return message
 

@@ -447,10 +447,11 @@ def fit_presets(rows: list[measured.Row]) -> dict[str, Preset]:
 def relative_error(predicted: float, measured_value: float) -> float:
     """``predicted / measured - 1``: +0.3 means 30 % too high (too fast a speed, too long a time).
 
-    Both are positive, finite measures (a time, a speed): anything else has no relative error.
+    Both are positive measures (a time, a speed) of size 1e-100 to 1e100, so that their ratio is
+    finite: anything else has no relative error.
     """
-    predicted = validate.real("predicted", predicted, minimum=0, open_min=True)
-    measured_value = validate.real("measured_value", measured_value, minimum=0, open_min=True)
+    predicted = validate.real("predicted", predicted, minimum=1e-100, maximum=1e100)
+    measured_value = validate.real("measured_value", measured_value, minimum=1e-100, maximum=1e100)
     return predicted / measured_value - 1
 
 

@@ -20,7 +20,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..validate import boolean, read_json, shorten
+from ..validate import _shown, boolean, read_json, shorten
 
 __all__ = ['SOLUTION_TAG', 'main', 'strip_solutions', 'write_student_edition']
 
@@ -58,7 +58,13 @@ def _read(path: Path) -> dict:
         return strip_solutions(notebook)
     except ValueError as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(f"{path} is not a valid notebook: {reason}") from None
+        raise ValueError(f"{_p(path)} is not a valid notebook: {reason}") from None
+
+
+def _p(path) -> str:
+    """A path for a message: as it is when short and printable, else quoted and shortened."""
+    text = str(path)
+    return text if len(text) <= 100 and text.isprintable() else _shown(text)
 
 
 def _overlaps(a: Path, b: Path) -> bool:
@@ -81,22 +87,22 @@ def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list
     src, dest = Path(src), Path(dest)
     try:
         if not src.is_dir():
-            raise ValueError(f"source folder {src} does not exist or is not a folder")
+            raise ValueError(f"source folder {_p(src)} does not exist or is not a folder")
         notebooks = sorted(p for p in src.glob("*.ipynb") if p.is_file())
         dest_resolved = dest.resolve()
     except OSError as err:
-        raise ValueError(f"cannot read {shorten(str(src))}: {err.strerror or err}") from None
+        raise ValueError(f"cannot read {_p(src)}: {err.strerror or err}") from None
     if not notebooks:
-        raise ValueError(f"no notebooks (*.ipynb) in {src}")
+        raise ValueError(f"no notebooks (*.ipynb) in {_p(src)}")
     if _overlaps(src.resolve(), dest_resolved):
         raise ValueError(
-            f"destination {dest} is the source folder {src} or overlaps it: the student edition "
+            f"destination {_p(dest)} is the source folder {_p(src)} or overlaps it: the student edition "
             "would overwrite the notebooks with their solutions; choose another folder"
         )
     for folder in (dest, *dest.parents):  # a file where a folder must be (DST under a file)
         if folder.exists() or folder.is_symlink():
             if not folder.is_dir():
-                raise ValueError(f"destination {dest}: {folder} exists and is not a folder")
+                raise ValueError(f"destination {_p(dest)}: {_p(folder)} exists and is not a folder")
             break
     editions = {path.name: _read(path) for path in notebooks}  # all checked before any is written
     texts = {}
@@ -104,16 +110,16 @@ def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list
         try:
             texts[name] = json.dumps(nb, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
         except (ValueError, TypeError, RecursionError) as err:
-            raise ValueError(f"{src / name} is not a valid notebook: {err}") from None
+            raise ValueError(f"{_p(src / name)} is not a valid notebook: {err}") from None
     existing = [dest / name for name in editions if (dest / name).exists()
                 or (dest / name).is_symlink()]
     blocked = [p for p in existing if not p.is_file()]
     if blocked:
-        raise ValueError(f"{blocked[0]} exists and is not a file: the student edition cannot "
+        raise ValueError(f"{_p(blocked[0])} exists and is not a file: the student edition cannot "
                          "replace it")
     if existing and not force:
-        names = ", ".join(p.name for p in existing)
-        raise ValueError(f"{dest} already holds {names}: use --force to overwrite")
+        names = ", ".join(_p(p.name) for p in existing)
+        raise ValueError(f"{_p(dest)} already holds {names}: use --force to overwrite")
     written = []
     try:
         dest.mkdir(parents=True, exist_ok=True)
@@ -129,7 +135,7 @@ def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list
                 raise
             written.append(out)
     except OSError as err:
-        raise ValueError(f"cannot write the student edition into {dest}: "
+        raise ValueError(f"cannot write the student edition into {_p(dest)}: "
                          f"{err.strerror or type(err).__name__}") from None
     return written
 
