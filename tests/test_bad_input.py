@@ -453,3 +453,72 @@ def test_the_command_line_accepts_python_style_numbers(capsys):
     code, _, err = run(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "h100", "--batch",
                        "1_0", "--mbu", "5e-1", "--queue", ".5", "--json")
     assert code == 0, err
+
+
+# ---- the chapters' figures and tables: their arguments checked before anything is drawn -----
+
+def _chapter_calls():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from llm_roofline.course import ch01, ch02, ch03, ch04, ch05, ch06, ch07, plots, widgets
+
+    ax = plt.figure().add_subplot()
+    return [
+        (lambda: ch01.decode_share(None, [0.5]), "output_lens"),
+        (lambda: ch01.decode_share([1], [0.5], ax="x"), "ax"),
+        (lambda: ch01.snapshot(None), "tally"),
+        (lambda: ch02.phase_rows(None, {}), "prefill"),
+        (lambda: ch02.op_intensity({"x": 1}, {"x": 1}), "formulas.Cost"),
+        (lambda: ch02.two_regimes(ax="x"), "ax"),
+        (lambda: ch03.roofline_grid(chips=None), "chips"),
+        (lambda: ch03.roofline_grid(dtypes=None), "dtypes"),
+        (lambda: ch03.roofline_grid(chips=["h100"] * 100), "at most 12"),
+        (lambda: ch04.intensity_vs_tokens({}, {"a": [1, 2]}), "tokens"),
+        (lambda: ch04.attainable_vs_batch([1, 2], {"a": 5}), "scheme"),
+        (lambda: ch04.phases_on_roofline(None, "h100", 1, 8), "model"),
+        (lambda: ch04.op_points({1: None}), "costs"),
+        (lambda: ch05.kv_step_bars(None, 1, 8), "ax"),
+        (lambda: ch05.kv_step_bars(ax, np.arange(3), 8), "batch"),
+        (lambda: ch06.latency_throughput(ax, "llama-3-8b", "h100", 64, 16, None), "batches"),
+        (lambda: ch06.latency_throughput(ax, "llama-3-8b", "h100", 64, 16, [1, 2], bogus=1),
+         "bogus"),
+        (lambda: ch06.latency_throughput(ax, "llama-3-8b", "h100", 64, 16, [1, 2],
+                                         annotate=[3]), "annotate"),
+        (lambda: ch06.client_timeline(ax, arrive_s=0.0, step_s=None, prefill_s=0.1,
+                                      tpot_s=0.01), "step_s"),
+        (lambda: ch06.client_timeline(ax, arrive_s=0.0, step_s=0.01, prefill_s=0.1,
+                                      tpot_s=10**19), "tpot_s"),
+        (lambda: ch06.chunk_tradeoff(ax, [1], "x"), "results"),
+        (lambda: ch07.experts_read(models=None), "models"),
+        (lambda: ch07.experts_read(models=["nope"]), "unknown model"),
+        (lambda: ch07.dashboard(ax="x"), "ax"),
+        (lambda: widgets.html_table(-1), "rows"),
+        (lambda: widgets.html_table([{"a": 1.0}], floatfmt=None), "fmt"),
+        (lambda: widgets.scrubber(None, [1]), "draw"),
+        (lambda: widgets.scrubber(lambda ax, v: None, list(range(1000))), "200 frames"),
+        (lambda: plots.timeline(None, [1.0]), "passes"),
+        (lambda: hardware.table(precisions=None), "precisions"),
+        (lambda: hardware.table(precisions=("fp7",)), "fp7"),
+        (lambda: hardware.growth(names=-1), "names"),
+        (lambda: roofline.plot(None), "accelerators"),
+        (lambda: roofline.plot(["h100"], imin=None), "imin"),
+        (lambda: roofline.plot(["h100"], operations={"a": (1, 2, 3)}), "operation"),
+        (lambda: roofline.explore("h100", "bf16", [1.0, 2.0]), "intensity"),
+        (lambda: machine.plot_roofline(None, 1e12, 1e11), "ax"),
+        (lambda: machine.plot_roofline(ax, 1e12, 1e11, points=None), "points"),
+        (lambda: machine.plot_roofline(ax, 1e12, 1e11, cache_bandwidth="x"), "cache_bandwidth"),
+        (lambda: machine.profile(None, 1, 8, 1), "TinyLlama"),
+    ]
+
+
+def test_the_chapters_figures_and_tables_check_their_arguments():
+    import matplotlib.pyplot as plt
+
+    try:
+        for call, match in _chapter_calls():
+            one_line(call, match)
+    finally:
+        plt.close("all")

@@ -464,8 +464,13 @@ def table(
     Units are in the column names (memory in GiB, bandwidth in GB/s); a chip without a
     precision gets ``None`` there.
     """
+    precisions = validate.names("precisions", precisions)
+    for dtype in precisions:
+        _peak_key(dtype)  # an unknown precision is refused, not a column of None
+    names = list_accelerators() if names is None else validate.sequence("names", names,
+                                                                        what="accelerators")
     rows = []
-    for chip in map(get_accelerator, names or list_accelerators()):
+    for chip in map(get_accelerator, names):
         row = {
             "accelerator": chip.name,
             "architecture": chip.architecture,
@@ -486,8 +491,11 @@ def growth(
 ) -> list[dict]:
     """Each chip's compute, bandwidth and ridge relative to ``baseline`` (ratios, unitless)."""
     base = get_accelerator(baseline)
+    _peak_key(dtype)
+    names = list_accelerators() if names is None else validate.sequence("names", names,
+                                                                        what="accelerators")
     rows = []
-    for chip in map(get_accelerator, names or list_accelerators()):
+    for chip in map(get_accelerator, names):
         if not chip.has(dtype):
             continue
         rows.append(

@@ -295,8 +295,11 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 3,
     One row per (phase, operation), as ``Tally.rows`` gives them: FLOPs, bytes read and
     written (counted), seconds (measured) and calls, plus ``batch`` and ``prompt_len``.
     """
-    from .tiny import Tally
+    from .tiny import Tally, TinyLlama
 
+    if not isinstance(model, TinyLlama):
+        raise ValueError(f"model must be a TinyLlama, got {validate.shorten(model)}")
+    seed = validate.integer("seed", seed, minimum=0, maximum=2**64 - 1)
     batch = validate.integer("batch", batch)
     prompt_len = validate.integer("prompt_len", prompt_len)
     n_decode = validate.integer("n_decode", n_decode)
@@ -422,8 +425,26 @@ def plot_roofline(ax, peak: float, bandwidth: float, points=(), *, cache_bandwid
     adds a dashed slope for a cache level. ``points`` are ``(intensity, FLOP/s, label,
     style)`` tuples with ``style`` a dict for ``ax.scatter`` (``label=None``: no text).
     """
-    peak = validate.real("peak", peak, minimum=0, open_min=True, unit="FLOP/s")
-    bandwidth = validate.real("bandwidth", bandwidth, minimum=0, open_min=True, unit="bytes/s")
+    validate.axes("ax", ax, optional=False)
+    peak = validate.real("peak", peak, minimum=1e3, maximum=1e22, unit="FLOP/s")
+    bandwidth = validate.real("bandwidth", bandwidth, minimum=1e3, maximum=1e20, unit="bytes/s")
+    if cache_bandwidth is not None:
+        cache_bandwidth = validate.real("cache_bandwidth", cache_bandwidth, minimum=1e3,
+                                        maximum=1e20, unit="bytes/s")
+    imin = validate.real("imin", imin, minimum=1e-30, maximum=1e30)
+    imax = validate.real("imax", imax, minimum=1e-30, maximum=1e30)
+    if imin >= imax:
+        raise ValueError(f"imin ({imin:g}) must be below imax ({imax:g})")
+    title = validate.text("title", title, empty=True)
+    points = validate.sequence("points", points, what="(intensity, FLOP/s, label, style)",
+                               empty=True)
+    for i, point in enumerate(points):
+        if not isinstance(point, tuple | list) or len(point) != 4 or not isinstance(
+                point[3], dict) or not (point[2] is None or isinstance(point[2], str)):
+            raise ValueError(f"points[{i}] must be (intensity, FLOP/s, label, style dict), got "
+                             f"{validate.shorten(point)}")
+        for v in point[:2]:
+            validate.real(f"points[{i}]", v, minimum=0, maximum=1e300)
     x = np.geomspace(imin, imax, 256)
     ax.plot(x, np.minimum(peak, x * bandwidth) / 1e9, color="k",
             label=f"memory {bandwidth / 1e9:,.1f} GB/s, peak {peak / 1e9:,.0f} GFLOP/s")

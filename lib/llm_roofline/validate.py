@@ -27,7 +27,7 @@ import numpy as np
 __all__ = [
     "MAX_COUNT", "MAX_FILE_BYTES", "shorten", "integer", "integers", "real", "reals", "fraction",
     "boolean", "choice", "unknown", "text", "options", "read_bytes", "read_json",
-    "available_bytes", "allocation",
+    "available_bytes", "allocation", "axes", "sequence", "names", "mapping",
 ]
 
 MAX_COUNT = 2**40
@@ -172,6 +172,54 @@ def text(name: str, value, *, limit: int = 200, empty: bool = False) -> str:
         raise ValueError(f"{name} must be {'a' if empty else 'a non-empty'} string of at most "
                          f"{limit:,} characters on one line, got {shorten(value)}")
     return value
+
+
+MAX_ITEMS = 100_000
+"""The most items a list argument (names, sizes, rows) may hold."""
+
+
+def sequence(name: str, value, *, what: str = "values", empty: bool = False) -> list:
+    """A list or tuple (or 1-D array) of at most :data:`MAX_ITEMS` items, as a list; a string,
+    a dict, a set or a scalar is refused."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        value = value.tolist()
+    if not isinstance(value, list | tuple) or (not value and not empty) or len(value) > MAX_ITEMS:
+        raise ValueError(f"{name} must be a {'' if empty else 'non-empty '}list of {what} "
+                         f"(at most {MAX_ITEMS:,}), got {shorten(value)}")
+    return list(value)
+
+
+def names(name: str, value) -> list[str]:
+    """A non-empty list of names (strings)."""
+    items = sequence(name, value, what="names")
+    for i, item in enumerate(items):
+        text(f"{name}[{i}]", item)
+    return items
+
+
+def mapping(name: str, value, *, what: str = "name -> value", empty: bool = False) -> dict:
+    """A dict (or other mapping) with string keys, as a dict."""
+    from collections.abc import Mapping
+
+    if not isinstance(value, Mapping) or (not value and not empty) or len(value) > MAX_ITEMS or (
+            not all(isinstance(k, str) for k in value)):
+        raise ValueError(f"{name} must be a {'' if empty else 'non-empty '}dict of {what}, got "
+                         f"{shorten(value)}")
+    return dict(value)
+
+
+def axes(name: str, ax, *, optional: bool = True):
+    """A Matplotlib ``Axes`` (or ``None`` when ``optional``: the function makes one)."""
+    if ax is None and optional:
+        return None
+    try:
+        from matplotlib.axes import Axes
+    except ImportError:  # pragma: no cover - the library's figures need Matplotlib
+        Axes = ()
+    if not isinstance(ax, Axes):
+        raise ValueError(f"{name} must be a Matplotlib Axes{' or None' if optional else ''}, got "
+                         f"{shorten(ax)}")
+    return ax
 
 
 def unknown(name: str, value, known: Iterable[str], close: Iterable[str] = ()) -> ValueError:

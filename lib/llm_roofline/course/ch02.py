@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..counts import Cost, total
-from ..validate import choice, real
+from ..validate import boolean, choice, mapping, names, real, shorten, text
 from .ch01 import _first
 from .plots import PHASE_COLORS, _axes
 from .registry import register
@@ -33,6 +33,15 @@ def _scale(units: Mapping[str, float], unit: str, field: str) -> float:
     return units[choice(field, unit, units)]
 
 
+def _costs(name: str, costs) -> dict:
+    """A dict of operation name -> ``Cost`` (``Tally.costs``, ``formulas.op_costs``)."""
+    costs = mapping(name, costs, what="operation name -> formulas.Cost")
+    for op, cost in costs.items():
+        if not isinstance(cost, Cost):
+            raise ValueError(f"{name}[{op!r}] must be a formulas.Cost, got {shorten(cost)}")
+    return costs
+
+
 def phase_rows(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *,
                flop_unit: str = "MFLOP", byte_unit: str = "MB", totals: bool = True) -> list[dict]:
     """Per operation, prefill and decode side by side: FLOPs, bytes moved, FLOPs per byte.
@@ -42,6 +51,8 @@ def phase_rows(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *,
     nothing in both are left out; an intensity with no bytes is None (a dash in a table). The
     last row is the total of each phase when ``totals``.
     """
+    prefill, decode = _costs("prefill", prefill), _costs("decode", decode)
+    totals = boolean("totals", totals)
     if set(prefill) != set(decode):
         raise ValueError(
             f"prefill and decode must have the same operations; "
@@ -77,6 +88,10 @@ def op_intensity(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *, ax=
     KV-cache reads and writes) are left out. ``ridge`` draws a chip's ridge point as a
     vertical line: points left of it are memory-bound there.
     """
+    prefill, decode = _costs("prefill", prefill), _costs("decode", decode)
+    if ops is not None:
+        ops = names("ops", ops)
+    ridge_label = text("ridge_label", ridge_label, empty=True)
     unknown = [op for op in ops or () if op not in prefill]
     if unknown:
         raise ValueError(f"ops names operations prefill lacks: {unknown}; known: {', '.join(prefill)}")

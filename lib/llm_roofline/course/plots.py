@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..validate import choice, real
+from ..validate import axes, boolean, choice, mapping, real, sequence
 
 __all__ = ['GiB', 'PAGE', 'PHASE_COLORS', 'timeline']
 
@@ -33,7 +33,7 @@ PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b6ca8"}
 def _axes(ax, figsize):
     import matplotlib.pyplot as plt
 
-    if ax is None:
+    if axes("ax", ax) is None:
         _, ax = plt.subplots(figsize=figsize)
     return ax
 
@@ -48,7 +48,9 @@ def timeline(passes: Sequence[Mapping], flops: Sequence[float], *, ax=None, log:
     """
     from matplotlib.patches import Patch, Rectangle
 
-    passes, flops = list(passes), list(flops)
+    passes = sequence("passes", passes, what="Tally.passes dicts", empty=True)
+    flops = sequence("flops", flops, what="FLOPs", empty=True)
+    log = boolean("log", log)
     if not passes:
         raise ValueError("passes must hold at least one forward pass, got none")
     if len(flops) != len(passes):
@@ -56,6 +58,7 @@ def timeline(passes: Sequence[Mapping], flops: Sequence[float], *, ax=None, log:
     ax = _axes(ax, (7, 3.6))
     start, top = 0.0, 0.0
     for i, (p, f) in enumerate(zip(passes, flops, strict=True)):
+        p = mapping(f"passes[{i}]", p, what="phase and seconds")
         phase = choice(f"passes[{i}]['phase']", p.get("phase"), PHASE_COLORS)
         seconds = real(f"passes[{i}]['seconds']", p.get("seconds"), minimum=0.0, open_min=True)
         f = real(f"flops[{i}]", f, minimum=0.0)
