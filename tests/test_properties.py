@@ -478,3 +478,51 @@ def test_the_student_cli_errs_in_one_line(argv):
     assert code in (0, 2)
     if code == 2:
         assert err_buf.getvalue().count("\n") == 1
+
+
+# --- the chapters' figures, tables and prose checks ------------------------------------------
+def _figure_calls(ax):
+    from llm_roofline.course import ch01, ch03, ch04, ch05, ch06, ch07, prose, widgets
+
+    return {
+        "decode_share output_lens": lambda v: ch01.decode_share(v, [0.5, 0.6], ax=ax),
+        "decode_share threshold": lambda v: ch01.decode_share([1, 10], [0.5, 0.6], ax=ax,
+                                                              threshold=v),
+        "roofline_grid chips": lambda v: ch03.roofline_grid(chips=v, dtypes=("bf16",)),
+        "roofline_grid batch": lambda v: ch03.roofline_grid(chips=("h100",), batch=v),
+        "intensity_vs_tokens": lambda v: ch04.intensity_vs_tokens(v, {"a": [1.0, 2.0]}, ax=ax),
+        "attainable_vs_batch": lambda v: ch04.attainable_vs_batch([1, 2], {"a": v}, ax=ax),
+        "kv_step_bars batch": lambda v: ch05.kv_step_bars(ax, v, 128),
+        "kv_step_bars ylim": lambda v: ch05.kv_step_bars(ax, 1, 128, ylim=v),
+        "latency_throughput": lambda v: ch06.latency_throughput(ax, "llama-3-8b", "h100", 64,
+                                                                16, v),
+        "client_timeline": lambda v: ch06.client_timeline(ax, arrive_s=0.001, step_s=0.01,
+                                                          prefill_s=v, tpot_s=0.01),
+        "experts_read": lambda v: ch07.experts_read(largest=v),
+        "dashboard": lambda v: ch07.dashboard(batch=v, ax=ax),
+        "html_table": lambda v: widgets.html_table(v),
+        "table": lambda v: hardware.table(names=v),
+        "roofline.plot": lambda v: roofline.plot(["h100"], imax=v, ax=ax),
+        "explore": lambda v: roofline.explore("h100", "bf16", v, ax=ax),
+        "plot_roofline": lambda v: machine.plot_roofline(ax, 1e12, v),
+        "fmt_like": lambda v: prose.fmt_like(v, "1,234.5"),
+        "fmt_like text": lambda v: prose.fmt_like(1.0, v),
+    }
+
+
+_FIGURES = list(_figure_calls(None))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.sampled_from(_FIGURES), value=st.one_of(anything, json_values))
+def test_figures_tables_and_prose_checks_give_a_clear_error_or_draw(which, value):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    try:
+        ax = plt.figure().add_subplot()
+        one_line_error(lambda: _figure_calls(ax)[which](value))
+    finally:
+        plt.close("all")

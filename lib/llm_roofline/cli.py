@@ -42,6 +42,8 @@ _ESTIMATE_EXAMPLES = """examples:
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit code 2."""
 
+    label = "llm_roofline"  # the name the one-line error starts with
+
     def error(self, message: str):
         # "argument --batch: --batch must be ..." says the flag once
         found = re.fullmatch(r"argument (\S+): (\1 .*)", message, re.DOTALL)
@@ -49,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
         found = re.fullmatch(r"argument (\S+?)(/\S+)?: expected one argument", message)
         if found:
             message = f"{found.group(1)} needs a value"
-        self.exit(2, f"llm_roofline: error: {' '.join(message.split())}\n")
+        self.exit(2, f"{self.label}: error: {' '.join(message.split())}\n")
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+(_[0-9]+)*", re.ASCII)

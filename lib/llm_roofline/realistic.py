@@ -42,12 +42,12 @@ Refit with ``python -m llm_roofline.realistic --fit`` (writes ``data/realistic.j
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import inspect
 import json
 import math
+import os
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -568,22 +568,40 @@ def write(path: str | Path | None = None) -> dict:
                         for g in summary(cross_validate(rows))],
         },
     }
+    if path is not None and (not isinstance(path, str | os.PathLike)
+                             or not str(os.fspath(path)).strip()):
+        raise ValueError(f"path must be a file name, got {validate.shorten(path)}")
     target = Path(path) if path else Path(__file__).parent / _FILE
-    target.write_text(json.dumps(document, indent=1) + "\n")
+    text = json.dumps(document, indent=1, allow_nan=False) + "\n"
+    try:
+        if target.is_dir():
+            raise ValueError(f"{validate.shorten(str(target))} is a folder, not a file")
+        target.write_text(text)
+    except OSError as err:
+        raise ValueError(f"cannot write {validate.shorten(str(target))}: "
+                         f"{err.strerror or type(err).__name__}") from None
     _file.cache_clear()
     return document
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m llm_roofline.realistic --fit [--out FILE]``: refit and write the presets."""
-    parser = argparse.ArgumentParser(prog="python -m llm_roofline.realistic",
-                                     description="Fit the calibrated presets on the measurements.")
+    from .cli import _Parser
+
+    class Parser(_Parser):
+        label = "llm_roofline.realistic"
+
+    parser = Parser(prog="python -m llm_roofline.realistic",
+                    description="Fit the calibrated presets on the measurements.")
     parser.add_argument("--fit", action="store_true", help="fit and write data/realistic.json")
     parser.add_argument("--out", help="write here instead of the library's data file")
     args = parser.parse_args(argv)
     if not args.fit:
         parser.error("nothing to do: pass --fit")
-    document = write(args.out)
+    try:
+        document = write(args.out)
+    except ValueError as err:
+        parser.error(str(err))
     print(json.dumps(document["presets"], indent=1))
 
 

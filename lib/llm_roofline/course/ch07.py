@@ -214,6 +214,8 @@ def dashboard(model="llama-3-70b", precision: str = "FP8", batch: int = 32, prom
 
     weights, kv = _precision(precision)
     chip = get_accelerator(gpu)
+    batch, prompt = integer("batch", batch), integer("prompt", prompt)  # one point, not a sweep
+    output, n_gpus = integer("output", output), integer("n_gpus", n_gpus)
     e = estimate(model, chip, batch, prompt, output, weight_dtype=weights, kv_dtype=kv,
                  n_gpus=n_gpus)
     m = e.memory
