@@ -305,16 +305,19 @@ def _parse(raw: dict, number: int) -> dict:
         if not out[name]:
             raise ValueError(f"{where}: field {name!r} is empty")
     if out["metric"] not in METRICS:
-        raise ValueError(f"{where}: field 'metric' is {out['metric']!r}; allowed: {', '.join(METRICS)}")
+        raise ValueError(f"{where}: field 'metric' is {validate.shorten(out['metric'], 40)}; "
+                         f"allowed: {', '.join(METRICS)}")
     if out["unit"] not in METRICS[out["metric"]]:
-        raise ValueError(f"{where}: field 'unit' is {out['unit']!r} for {out['metric']}; "
+        raise ValueError(f"{where}: field 'unit' is {validate.shorten(out['unit'], 40)} for {out['metric']}; "
                          f"allowed: {', '.join(METRICS[out['metric']])}")
     try:
         value = float(out["value"])
     except ValueError:
-        raise ValueError(f"{where}: field 'value' is {out['value']!r}, not a number") from None
+        raise ValueError(f"{where}: field 'value' is {validate.shorten(out['value'], 40)}, "
+                         "not a number") from None
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{where}: field 'value' is {out['value']!r}; it must be a positive number")
+        raise ValueError(f"{where}: field 'value' is {validate.shorten(out['value'], 40)}; "
+                         "it must be a positive number")
     ints = {}
     for name, minimum, optional in (("n_gpus", 1, False), ("batch", 1, True),
                                     ("input_len", 0, True), ("output_len", 1, True)):
