@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import llm_roofline as lr
 from llm_roofline import (
     hardware,
     kv,
@@ -522,3 +523,13 @@ def test_the_chapters_figures_and_tables_check_their_arguments():
             one_line(call, match)
     finally:
         plt.close("all")
+
+
+def test_sweeps_are_capped_before_their_arrays_are_made(capsys):
+    one_line(lambda: lr.estimate("llama-3-8b", "h100", np.ones(validate.MAX_POINTS + 1, int), 8, 8),
+             "batch", "at most 1,048,576")
+    one_line(lambda: validate.reals("x", np.ones(validate.MAX_POINTS + 1)), "x")
+    batches = ",".join(map(str, range(1, 41)))
+    prompts = ",".join(map(str, range(100, 3100, 100)))
+    refused(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "h100", "--batch", batches,
+            "--prompt", prompts, match="1,200 points")

@@ -64,6 +64,9 @@ another script's digits); ``inf`` and ``nan`` are read so that the check can nam
 MAX_GPUS = 2**20
 """The most GPUs --n-gpus takes: the library's own limit (``deployment.setup``)."""
 
+MAX_POINTS = 1000
+"""The most points a sweep prints (each prices the bound, the memory and a joining request)."""
+
 MAX_QUEUE_S = 1e9
 """The longest --queue, seconds: the library's own limit (``calculator.estimate``'s queue_s)."""
 
@@ -312,7 +315,11 @@ def _estimate(args) -> str:
     if args.engine is not None and not args.realistic:
         raise ValueError("--engine chooses a calibrated preset: add --realistic")
     queue = validate.real("--queue", args.queue, minimum=0, maximum=MAX_QUEUE_S, unit="seconds")
-    results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in _points(args)]
+    points = _points(args)
+    if len(points) > MAX_POINTS:
+        raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
+                         f"a sweep prints at most {MAX_POINTS:,}")
+    results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in points]
     _json(results)  # never a non-finite number, in a table as in JSON
     if args.json:
         return _json(results[0] if len(results) == 1 else results)

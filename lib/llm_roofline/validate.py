@@ -25,10 +25,14 @@ from collections.abc import Iterable
 import numpy as np
 
 __all__ = [
-    "MAX_COUNT", "MAX_FILE_BYTES", "shorten", "integer", "integers", "real", "reals", "fraction",
-    "boolean", "choice", "unknown", "text", "options", "read_bytes", "read_json",
+    "MAX_COUNT", "MAX_POINTS", "MAX_FILE_BYTES", "MAX_ITEMS", "shorten", "integer", "integers",
+    "real", "reals", "fraction", "boolean", "choice", "unknown", "text", "options", "read_bytes", "read_json",
     "available_bytes", "allocation", "axes", "sequence", "names", "mapping",
 ]
+
+MAX_POINTS = 2**20
+"""The most elements an array argument (a sweep) may hold: every kernel of a sweep makes arrays
+of its size, so a larger one would exhaust memory before it is refused."""
 
 MAX_COUNT = 2**40
 """The largest count (batch, tokens, GPUs) accepted: about 1.1e12. Products of three such
@@ -74,6 +78,8 @@ def integers(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT) ->
         raise ValueError(f"{what}, got {shorten(value)}") from None
     if array.size == 0:
         raise ValueError(f"{what}, got an empty array")
+    if array.size > MAX_POINTS:
+        raise ValueError(f"{name} may hold at most {MAX_POINTS:,} values, got {array.size:,}")
     kind = array.dtype.kind
     if kind not in "iuf":  # refuses bool, complex, strings, objects
         raise ValueError(f"{what}, got {shorten(value)}")
@@ -131,6 +137,8 @@ def reals(name: str, value, *, minimum: float = 0.0, maximum: float = 1e300,
         array = np.asarray(value)
         if array.dtype.kind not in "iuf" or array.size == 0:
             raise TypeError
+        if array.size > MAX_POINTS:
+            raise OverflowError
         array = array.astype(float)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{what}, got {shorten(value)}") from None
