@@ -526,3 +526,35 @@ def test_figures_tables_and_prose_checks_give_a_clear_error_or_draw(which, value
         one_line_error(lambda: _figure_calls(ax)[which](value))
     finally:
         plt.close("all")
+
+
+# --- save and load: every accelerator the library accepts reads back -------------------------
+def _within(kind):
+    lo, hi = hardware.LIMITS[kind]
+    scale = hardware._SCALE[kind]
+    return st.floats(lo * scale, hi * scale, allow_nan=False, allow_infinity=False)
+
+
+@FAST
+@given(memory=_within("memory_gib"), bandwidth=_within("bandwidth_gb_s"),
+       peaks=st.dictionaries(st.sampled_from(["bf16", "fp16", "fp8", "int8", "fp32"]),
+                             _within("peak_tflops"), min_size=1, max_size=3),
+       link=st.one_of(st.none(), st.tuples(_within("bandwidth_gb_s"), _within("latency_us"),
+                                           st.integers(1, 2**20))),
+       name=st.text(min_size=1, max_size=100).filter(lambda t: t.strip() and t.isprintable()))
+def test_every_accelerator_the_library_accepts_saves_and_reads_back(memory, bandwidth, peaks,
+                                                                     link, name):
+    chip = one_line_error(lambda: hardware.Accelerator(
+        name=name, vendor="measured", architecture="x", memory_bytes=memory, memory_type="DRAM",
+        bandwidth=bandwidth, peaks=peaks, interconnect=None if link is None else "link",
+        interconnect_bandwidth=None if link is None else link[0], sources={},
+        collective_latency_s=0.0 if link is None else link[1],
+        domain_size=1 if link is None else link[2]))
+    assume(chip is not None)
+    with tempfile.TemporaryDirectory() as directory:
+        path = machine.save_accelerator(chip, Path(directory) / "chip.json")
+        (back,) = hardware.load_accelerators(path)
+    assert back.name == chip.name and back.domain_size == chip.domain_size
+    for a, b in ((back.memory_bytes, chip.memory_bytes), (back.bandwidth, chip.bandwidth),
+                 *((back.peaks[k], chip.peaks[k]) for k in chip.peaks)):
+        assert a == pytest.approx(b, rel=1e-5)

@@ -267,7 +267,7 @@ def _human(where: str, value, kind: str) -> float:
     ok = isinstance(value, int | float | Decimal) and not isinstance(value, bool)
     if ok:
         exact = value if isinstance(value, Decimal) else Decimal(value)
-        ok = exact.is_finite() and lo <= exact <= hi
+        ok = exact.is_finite() and Decimal(repr(lo)) <= exact <= Decimal(repr(hi))
     if not ok:
         shown = str(value) if isinstance(value, Decimal) else validate.shorten(value)
         raise ValueError(f"{where} must be a finite number of {_UNITS[kind]} from {lo:g} to "

@@ -149,9 +149,13 @@ def _host_memory(host: dict) -> float:
     return validate.real("host['memory_bytes']", memory, minimum=2**20, maximum=2.0**60)
 
 
-def _g(value: float, scale: float) -> float:
-    """``value / scale`` to 6 significant digits: a data file's human figure."""
-    return float(f"{value / scale:.6g}")
+def _g(value: float, scale: float, kind: str) -> float:
+    """``value / scale`` to 6 significant digits: a data file's human figure. A figure that
+    6 digits would round past the limits of ``hardware.LIMITS[kind]`` keeps all its digits,
+    so that every accelerator saved reads back."""
+    lo, hi = hardware.LIMITS[kind]
+    rounded = float(f"{value / scale:.6g}")
+    return rounded if lo <= rounded <= hi else value / scale
 
 
 def accelerator_record(chip: Accelerator) -> dict:
@@ -161,14 +165,14 @@ def accelerator_record(chip: Accelerator) -> dict:
     link = net = None
     if chip.interconnect is not None:
         link = {"name": chip.interconnect,
-                "bandwidth_gb_s": _g(chip.interconnect_bandwidth, 1e9)}
+                "bandwidth_gb_s": _g(chip.interconnect_bandwidth, 1e9, "bandwidth_gb_s")}
         if chip.link_bandwidth is not None:
-            link["link_gb_s"] = _g(chip.link_bandwidth, 1e9)
-        link["latency_us"] = _g(chip.collective_latency_s, 1e-6)
+            link["link_gb_s"] = _g(chip.link_bandwidth, 1e9, "bandwidth_gb_s")
+        link["latency_us"] = _g(chip.collective_latency_s, 1e-6, "latency_us")
         link["domain_size"] = chip.domain_size
     if chip.network is not None:
-        net = {"name": chip.network, "bandwidth_gb_s": _g(chip.network_bandwidth, 1e9),
-               "latency_us": _g(chip.network_latency_s, 1e-6)}
+        net = {"name": chip.network, "bandwidth_gb_s": _g(chip.network_bandwidth, 1e9, "bandwidth_gb_s"),
+               "latency_us": _g(chip.network_latency_s, 1e-6, "latency_us")}
     try:  # a built-in chip keeps its aliases, so that "h100" finds it in the file too
         builtin = hardware.get_accelerator(chip.name)
     except ValueError:
@@ -179,10 +183,10 @@ def accelerator_record(chip: Accelerator) -> dict:
         "aliases": aliases,
         "vendor": chip.vendor,
         "architecture": chip.architecture,
-        "memory_gib": _g(chip.memory_bytes, 2**30),
+        "memory_gib": _g(chip.memory_bytes, 2**30, "memory_gib"),
         "memory_type": chip.memory_type,
-        "bandwidth_gb_s": _g(chip.bandwidth, 1e9),
-        "peak_tflops": {k: _g(v, 1e12) for k, v in chip.peaks.items()},
+        "bandwidth_gb_s": _g(chip.bandwidth, 1e9, "bandwidth_gb_s"),
+        "peak_tflops": {k: _g(v, 1e12, "peak_tflops") for k, v in chip.peaks.items()},
         "interconnect": link,
         "network": net,
         "sources": dict(chip.sources),
