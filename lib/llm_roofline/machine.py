@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import numbers
 import os
 import tempfile
 from pathlib import Path
@@ -447,8 +448,10 @@ def plot_roofline(ax, peak: float, bandwidth: float, points=(), *, cache_bandwid
                 point[3], dict) or not (point[2] is None or isinstance(point[2], str)):
             raise ValueError(f"points[{i}] must be (intensity, FLOP/s, label, style dict), got "
                              f"{validate.shorten(point)}")
-        for v in point[:2]:
-            validate.real(f"points[{i}]", v, minimum=0, maximum=1e300)
+        for v in point[:2]:  # a real number; one that is not finite and positive is skipped
+            if not isinstance(v, numbers.Real) or isinstance(v, bool | np.bool_):
+                raise ValueError(f"points[{i}] must hold numbers (intensity, FLOP/s), got "
+                                 f"{validate.shorten(v)}")
     x = np.geomspace(imin, imax, 256)
     ax.plot(x, np.minimum(peak, x * bandwidth) / 1e9, color="k",
             label=f"memory {bandwidth / 1e9:,.1f} GB/s, peak {peak / 1e9:,.0f} GFLOP/s")
