@@ -15,6 +15,7 @@ overflow int64.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import math
 import numbers
@@ -187,14 +188,23 @@ MAX_ITEMS = 100_000
 
 
 def sequence(name: str, value, *, what: str = "values", empty: bool = False) -> list:
-    """A list or tuple (or 1-D array) of at most :data:`MAX_ITEMS` items, as a list; a string,
-    a dict, a set or a scalar is refused."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = value.tolist()
-    if not isinstance(value, list | tuple) or (not value and not empty) or len(value) > MAX_ITEMS:
-        raise ValueError(f"{name} must be a {'' if empty else 'non-empty '}list of {what} "
-                         f"(at most {MAX_ITEMS:,}), got {shorten(value)}")
-    return list(value)
+    """A list, tuple, range, 1-D array or other iterable (a generator) of at most
+    :data:`MAX_ITEMS` items, as a list; a string, a dict or a scalar is refused."""
+    from collections.abc import Iterable, Mapping
+
+    what = (f"{name} must be a {'' if empty else 'non-empty '}list of {what} "
+            f"(at most {MAX_ITEMS:,})")
+    if isinstance(value, np.ndarray):
+        value = value.tolist() if value.ndim == 1 else value
+    if isinstance(value, str | bytes | Mapping | np.ndarray) or not isinstance(value, Iterable):
+        raise ValueError(f"{what}, got {shorten(value)}")
+    try:
+        items = list(itertools.islice(value, MAX_ITEMS + 1))
+    except Exception:  # an iterable that fails while read
+        raise ValueError(f"{what}, got {shorten(value)}") from None
+    if (not items and not empty) or len(items) > MAX_ITEMS:
+        raise ValueError(f"{what}, got {shorten(value)}")
+    return items
 
 
 def names(name: str, value) -> list[str]:
