@@ -9,7 +9,13 @@ a boolean, ``4+3j`` is not a batch size, ``5e-324`` is not a usable fraction of 
 Integers are Python or NumPy integers (``bool`` is refused). Arrays of integers (the
 calculator's sweeps) may also hold whole floats such as ``32.0``, as NumPy makes them. Sizes
 are bounded by :data:`MAX_COUNT` so that products of them stay exact in float64 and never
-overflow int64.
+overflow int64; arrays by :data:`MAX_POINTS` and lists by :data:`MAX_ITEMS`.
+
+Beyond single values: :func:`options` refuses an unknown keyword option (a typo is not
+ignored), :func:`read_bytes` and :func:`read_json` read a file with a size cap that holds for
+devices and pipes (at most ``cap + 1`` bytes) and strict JSON, :func:`allocation` refuses an
+array larger than half the free memory before it is made, and :func:`unknown` is the one message
+for a name not found (``unknown model 'x'; did you mean 'y'? known: ...``).
 """
 
 from __future__ import annotations
