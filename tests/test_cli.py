@@ -175,7 +175,7 @@ def test_listings(capsys):
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--mbu", "5e-324"], "--mbu"),
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--mfu", "nan"], "--mfu"),
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--queue", "-1"], "--queue"),
-        (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "3"], "n_gpus"),
+        (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "3"], "--n-gpus (3)"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--prompt", "9000"],
          "max_context"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--dtype", "fp7"], "fp7"),

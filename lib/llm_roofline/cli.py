@@ -12,6 +12,7 @@ import argparse
 import functools
 import json
 import math
+import re
 import sys
 import textwrap
 
@@ -42,14 +43,32 @@ _ESTIMATE_EXAMPLES = """examples:
   llm-roofline estimate --config ./Mistral-7B-v0.1 --gpu a100"""
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and exit code 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"llm_roofline: error: {message}\n")
+_Parser = validate.OneLineParser
 
 
-def _counts(option: str, minimum: int = 1):
+_INTEGER = re.compile(r"[+-]?[0-9]+(_[0-9]+)*", re.ASCII)
+_DIGITS = r"[0-9]+(?:_[0-9]+)*"
+_REAL = re.compile(rf"[+-]?(?:(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?"
+                   r"|inf|infinity|nan)", re.ASCII | re.IGNORECASE)
+"""Numbers as Python writes them, in ASCII digits (``1_000`` but not ``1__0``, ``_1`` or
+another script's digits); ``inf`` and ``nan`` are read so that the check can name them."""
+
+MAX_GPUS = 2**20
+"""The most GPUs --n-gpus takes: the library's own limit (``deployment.setup``)."""
+
+MAX_POINTS = 1000
+"""The most points a sweep prints (each prices the bound, the memory and a joining request)."""
+
+MAX_QUEUE_S = 1e9
+"""The longest --queue, seconds: the library's own limit (``calculator.estimate``'s queue_s)."""
+
+_API_NAMES = {"n_gpus": "--n-gpus", "prompt_len": "--prompt", "output_len": "--output",
+              "batch": "--batch", "queue_s": "--queue", "mbu": "--mbu", "mfu": "--mfu",
+              "weight_dtype": "--dtype", "kv_dtype": "--kv-dtype",
+              "compute_dtype": "--compute-dtype", "engine": "--engine"}
+
+
+def _counts(option: str, minimum: int = 1, maximum: int = validate.MAX_COUNT):
     """An argparse type: one integer, or a comma-separated list of them (a sweep)."""
 
     def parse(text: str) -> list[int]:
@@ -57,14 +76,16 @@ def _counts(option: str, minimum: int = 1):
         values = []
         for part in parts:
             try:
-                number = int(part.replace("_", ""))
+                if not _INTEGER.fullmatch(part):
+                    raise ValueError
+                number = int(part)
             except ValueError:
                 raise argparse.ArgumentTypeError(
                     f"{option} takes whole numbers separated by commas (e.g. 1,8,32), "
                     f"got {validate.shorten(text, 40)}"
                 ) from None
             try:
-                values.append(validate.integer(option, number, minimum=minimum))
+                values.append(validate.integer(option, number, minimum=minimum, maximum=maximum))
             except ValueError as err:
                 raise argparse.ArgumentTypeError(str(err)) from None
         return values
@@ -75,6 +96,8 @@ def _counts(option: str, minimum: int = 1):
 def _number(option: str):
     def parse(text: str) -> float:
         try:
+            if not _REAL.fullmatch(text.strip()):
+                raise ValueError
             return float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
@@ -142,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="prompt length per request, tokens (default: 2048)")
     est.add_argument("--output", type=_counts("--output"), default=[256], metavar="N[,N...]",
                      help="generated length per request, tokens (default: 256)")
-    est.add_argument("--n-gpus", type=_counts("--n-gpus"), default=[1], metavar="N[,N...]",
+    est.add_argument("--n-gpus", type=_counts("--n-gpus", maximum=MAX_GPUS), default=[1], metavar="N[,N...]",
                      help="tensor-parallel degree, GPUs; must divide the attention heads, and "
                      "divide the KV heads or be a multiple of them (default: 1)")
     est.add_argument("--mbu", type=_number("--mbu"), default=1.0,
@@ -182,7 +205,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0, or 2 for bad arguments)."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined(sys.argv[1:] if argv is None else list(argv), parser))
     try:
         sys.stdout.flush()
         if args.command == "models":
@@ -192,10 +215,51 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(_estimate(args))
     except ValueError as err:
-        parser.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
+        parser.error(_flag_names(str(err).splitlines()[0] if str(err) else type(err).__name__))
     except BrokenPipeError:  # the reader (for example `head`) stopped reading: not an error
         sys.stdout = None
     return 0
+
+
+def _joined(argv: list[str], parser) -> list[str]:
+    """``--mbu -inf`` as ``--mbu=-inf``: argparse takes a value that starts with ``-`` and is not
+    a plain negative number (``-inf``, ``-1e3``, ``-x``) for an option, and would answer
+    "expected one argument"; joined, the value reaches the check that names what is allowed.
+    A known flag after a flag that needs a value is left alone (``--batch --json``)."""
+    actions = list(_actions(parser))
+    takes_value = {flag for action in actions if action.nargs is None
+                   and action.option_strings for flag in action.option_strings}
+    known = {flag for action in actions for flag in action.option_strings}
+    out, i = [], 0
+    while i < len(argv):
+        token = argv[i]
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if (token in takes_value and following is not None and following.startswith("-")
+                and following.split("=")[0] not in known):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def _actions(parser):
+    for action in parser._actions:
+        yield action
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _actions(sub)
+
+
+def _flag_names(message: str) -> str:
+    """A message of the library about one of its arguments, in the flag's name: one voice."""
+    if message.startswith("prompt_len + output_len "):
+        return "--prompt + --output" + message[len("prompt_len + output_len"):]
+    for name, flag in _API_NAMES.items():
+        if message.startswith(f"{name} "):
+            return flag + message[len(name):]
+    return message
 
 
 # --- formatting ----------------------------------------------------------------------------
@@ -236,8 +300,7 @@ def _accelerator(name: str, path: str | None):
     """A built-in accelerator, or one of those in the file ``--gpu-file`` names."""
     if path is None:
         return hardware.get_accelerator(name)
-    chips = {chip.name: chip for chip in hardware.load_accelerators(path)}
-    return chips[validate.choice(f"accelerator in {validate.shorten(path, 60)}", name, chips)]
+    return hardware.find_accelerator(name, path)
 
 
 def _points(args):
@@ -254,8 +317,13 @@ def _estimate(args) -> str:
         raise ValueError("--realistic takes its MBU and MFU from the fitted preset: drop --mbu/--mfu")
     if args.engine is not None and not args.realistic:
         raise ValueError("--engine chooses a calibrated preset: add --realistic")
-    queue = validate.real("--queue", args.queue, minimum=0, unit="seconds")
-    results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in _points(args)]
+    queue = validate.real("--queue", args.queue, minimum=0, maximum=MAX_QUEUE_S, unit="seconds")
+    points = _points(args)
+    if len(points) > MAX_POINTS:
+        raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
+                         f"a sweep prints at most {MAX_POINTS:,}")
+    results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in points]
+    _json(results)  # never a non-finite number, in a table as in JSON
     if args.json:
         return _json(results[0] if len(results) == 1 else results)
     if len(results) == 1:
@@ -265,7 +333,7 @@ def _estimate(args) -> str:
 
 def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dict:
     """Everything the CLI shows for one point, as plain numbers (seconds, GiB, tokens/s)."""
-    options = dict(weight_dtype=args.dtype, kv_dtype=args.kv_dtype or "bf16")
+    options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
     calibrated = None
     if args.realistic:
         calibrated = realistic.estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus,
@@ -318,7 +386,7 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
 
 def _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args, most) -> dict:
     """The nearest changes that fit: fewer users, a lower weight precision, more GPUs."""
-    options = dict(weight_dtype=args.dtype, kv_dtype=args.kv_dtype or "bf16")
+    options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
     lower = None
     for dtype in ("fp8", "int4"):
         if dtype == args.dtype:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from .validate import shorten
+
 __all__ = ["bytes_per_element", "canonical", "list_dtypes", "nbytes"]
 
 # Bytes per element of each canonical format.
@@ -49,12 +51,12 @@ def canonical(name: str) -> str:
     Raises ``ValueError`` naming the known formats when ``name`` is not one of them.
     """
     if not isinstance(name, str):
-        raise ValueError(f"dtype must be a string such as 'bf16', got {name!r}")
+        raise ValueError(f"dtype must be a string such as 'bf16', got {shorten(name)}")
     key = name.strip().lower().replace("-", "_").replace(" ", "_")
     key = _ALIASES.get(key, key)
     if key not in _BYTES:
         known = ", ".join(list_dtypes())
-        raise ValueError(f"unknown dtype {name!r}; known: {known} (and 'fp8' = 'fp8_e4m3')")
+        raise ValueError(f"unknown dtype {shorten(name, 40)}; known: {known} (and 'fp8' = 'fp8_e4m3')")
     return key
 
 
@@ -62,7 +64,7 @@ def _check_group(group_size: int | None) -> None:
     if group_size is None:
         return
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size <= 0:
-        raise ValueError(f"group_size must be a positive integer or None, got {group_size!r}")
+        raise ValueError(f"group_size must be a positive integer or None, got {shorten(group_size)}")
 
 
 def bytes_per_element(
@@ -88,7 +90,7 @@ def nbytes(
     ``nbytes(4096 * 4096, "bf16") == 33_554_432``; ``nbytes(3, "int4") == Fraction(3, 2)``.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n (number of elements) must be a non-negative integer, got {n!r}")
+        raise ValueError(f"n (number of elements) must be a non-negative integer, got {shorten(n)}")
     size = n * _BYTES[canonical(dtype)]
     _check_group(group_size)
     if group_size is None:

@@ -58,6 +58,52 @@ class Accelerator:
     network_bandwidth: float | None = None  # bytes/s per chip, both directions together
     network_latency_s: float = 0.0  # fixed time a collective adds when it crosses the network, s
 
+    def __post_init__(self) -> None:
+        """Every field checked as the built-in data is (ranges in :data:`LIMITS`)."""
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        put("name", validate.text("Accelerator.name", self.name, limit=100))
+        for key in ("vendor", "architecture", "memory_type"):
+            put(key, validate.text(f"Accelerator.{key}", getattr(self, key)))
+        put("notes", validate.text("Accelerator.notes", self.notes, limit=4000, empty=True))
+        put("memory_bytes", _base("Accelerator.memory_bytes", self.memory_bytes, "memory_gib"))
+        put("bandwidth", _base("Accelerator.bandwidth", self.bandwidth, "bandwidth_gb_s"))
+        if not isinstance(self.peaks, dict) or not self.peaks:
+            raise ValueError(f"Accelerator.peaks must be a non-empty dict of precision to FLOP/s, "
+                             f"got {validate.shorten(self.peaks)}")
+        peaks = {}
+        for key, value in self.peaks.items():
+            if not isinstance(key, str) or _peak_key(key) != key:
+                raise ValueError(f"Accelerator.peaks keys must be precisions such as 'bf16', "
+                                 f"'fp8', 'int8', got {validate.shorten(key)}")
+            peaks[key] = _base(f"Accelerator.peaks[{key!r}]", value, "peak_tflops")
+        put("peaks", peaks)
+        if not isinstance(self.sources, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.sources.items()):
+            raise ValueError(f"Accelerator.sources must be a dict of field to source (strings), "
+                             f"got {validate.shorten(self.sources)}")
+        put("sources", dict(self.sources))
+        for link, bandwidth in (("interconnect", "interconnect_bandwidth"),
+                                ("network", "network_bandwidth")):
+            if (getattr(self, link) is None) != (getattr(self, bandwidth) is None):
+                raise ValueError(f"Accelerator.{link} and {bandwidth} must both be given or both "
+                                 f"be None, got {validate.shorten(getattr(self, link))} and "
+                                 f"{validate.shorten(getattr(self, bandwidth))}")
+            if getattr(self, link) is not None:
+                put(link, validate.text(f"Accelerator.{link}", getattr(self, link)))
+                put(bandwidth, _base(f"Accelerator.{bandwidth}", getattr(self, bandwidth),
+                                     "bandwidth_gb_s"))
+        if self.link_bandwidth is not None:
+            if self.interconnect is None:
+                raise ValueError("Accelerator.link_bandwidth needs an interconnect")
+            put("link_bandwidth", _base("Accelerator.link_bandwidth", self.link_bandwidth,
+                                        "bandwidth_gb_s"))
+        for key in ("collective_latency_s", "network_latency_s"):
+            put(key, _base(f"Accelerator.{key}", getattr(self, key), "latency_us"))
+        put("domain_size", validate.integer("Accelerator.domain_size", self.domain_size,
+                                            maximum=LIMITS["domain_size"][1]))
+
     def nodes(self, n_gpus: int) -> int:
         """How many scale-up domains (nodes) ``n_gpus`` chips fill: ``ceil(n_gpus / domain_size)``.
 
@@ -88,7 +134,8 @@ class Accelerator:
         plus both latencies. Each term is the least a real implementation pays: a bound.
         """
         nodes = self.nodes(n_gpus)
-        m = np.asarray(message_bytes, dtype=float)
+        n_gpus = int(n_gpus)
+        m = np.asarray(_message(message_bytes))
         if n_gpus == 1:
             return np.zeros(m.shape) if m.ndim else 0.0
         inside = min(n_gpus, self.domain_size)
@@ -107,8 +154,8 @@ class Accelerator:
         Over one link of the interconnect inside a node (a switch: half the chip's
         bidirectional bandwidth each way), over the network across nodes; plus the latency.
         """
-        m = np.asarray(message_bytes, dtype=float)
-        if across_nodes:
+        m = _message(message_bytes)
+        if validate.boolean("across_nodes", across_nodes):
             if self.network_bandwidth is None:
                 raise ValueError(f"{self.name} has no network between nodes in the data")
             return m / (self.network_bandwidth / 2) + self.network_latency_s
@@ -125,6 +172,7 @@ class Accelerator:
         ``n_gpus - 1`` peers over one link, so it has ``min(total, (n_gpus - 1) * link)``.
         ``None`` when the chip has no interconnect in the data.
         """
+        n_gpus = validate.integer("n_gpus", n_gpus)
         if self.interconnect_bandwidth is None:
             return None
         if self.link_bandwidth is None:
@@ -155,6 +203,36 @@ class Accelerator:
         return self.peak(dtype) / self.bandwidth
 
 
+LIMITS = {
+    "memory_gib": (2.0**-10, 2.0**30), "bandwidth_gb_s": (1e-3, 1e7), "peak_tflops": (1e-6, 1e7),
+    "latency_us": (0.0, 1e6), "domain_size": (1, 2**20),
+}
+"""What an accelerator's figures may be, in the human units of ``data/accelerators.json``:
+memory 1 MiB to 1 EiB, bandwidths 1 MB/s to 10 PB/s, peaks 1 MFLOP/s to 10 EFLOP/s, latencies
+0 to 1 s, a scale-up domain of 1 to 1,048,576 chips. Within them every time the calculator
+derives stays finite and positive."""
+
+_SCALE = {"memory_gib": 2.0**30, "bandwidth_gb_s": 1e9, "peak_tflops": 1e12, "latency_us": 1e-6}
+_UNITS = {"memory_gib": "GiB", "bandwidth_gb_s": "GB/s", "peak_tflops": "TFLOP/s",
+          "latency_us": "microseconds"}
+
+
+def _base(name: str, value, kind: str) -> float:
+    """A figure in base units (bytes, bytes/s, FLOP/s, s) within ``LIMITS[kind]`` scaled."""
+    lo, hi = LIMITS[kind]
+    scale = _SCALE[kind]
+    try:
+        return validate.real(name, value, minimum=lo * scale, maximum=hi * scale)
+    except ValueError:
+        raise ValueError(f"{name} must be a finite number from {lo * scale:g} to {hi * scale:g} "
+                         f"({lo:g} to {hi:g} {_UNITS[kind]}), got {validate.shorten(value)}") from None
+
+
+def _message(message_bytes):
+    """Bytes of a message (a number or an array): finite, non-negative, at most 2**60."""
+    return validate.reals("message_bytes", message_bytes, maximum=2.0**60, unit="bytes")
+
+
 def _peak_key(dtype: str) -> str:
     """The key of ``dtype`` in ``Accelerator.peaks``: its canonical name, "fp8" for both fp8s."""
     key = dtypes.canonical(dtype)
@@ -166,28 +244,153 @@ def _normalise(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-def _from_record(record: dict) -> Accelerator:
-    link, net = record["interconnect"], record.get("network")
-    return Accelerator(
-        name=record["name"],
-        vendor=record["vendor"],
-        architecture=record["architecture"],
-        memory_bytes=float(Decimal(record["memory_gib"]) * _GIB),
-        memory_type=record["memory_type"],
-        bandwidth=float(Decimal(record["bandwidth_gb_s"]) * _GIGA),
-        peaks={k: float(Decimal(v) * _TERA) for k, v in record["peak_tflops"].items()},
-        interconnect=link["name"] if link else None,
-        interconnect_bandwidth=float(Decimal(link["bandwidth_gb_s"]) * _GIGA) if link else None,
-        sources=dict(record["sources"]),
-        notes=record.get("notes", ""),
-        link_bandwidth=float(Decimal(link["link_gb_s"]) * _GIGA)
-        if link and "link_gb_s" in link else None,
-        collective_latency_s=float(Decimal(link["latency_us"]) / 10**6) if link else 0.0,
-        domain_size=int(link["domain_size"]) if link else 1,
-        network=net["name"] if net else None,
-        network_bandwidth=float(Decimal(net["bandwidth_gb_s"]) * _GIGA) if net else None,
-        network_latency_s=float(Decimal(net["latency_us"]) / 10**6) if net else 0.0,
-    )
+_RECORD_KEYS = ("name", "aliases", "vendor", "architecture", "memory_gib", "memory_type",
+                "bandwidth_gb_s", "peak_tflops", "interconnect", "network", "sources", "notes")
+_REQUIRED = ("name", "vendor", "architecture", "memory_gib", "memory_type", "bandwidth_gb_s",
+             "peak_tflops", "interconnect", "sources")
+_LINK_KEYS = ("name", "bandwidth_gb_s", "link_gb_s", "latency_us", "domain_size")
+_NETWORK_KEYS = ("name", "bandwidth_gb_s", "latency_us")
+
+
+def _object(where: str, value, keys: tuple[str, ...], required: tuple[str, ...]) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a JSON object, got {validate.shorten(value)}")
+    validate.options(where, value, keys)
+    for key in required:
+        if key not in value or value[key] is None and key != "interconnect":
+            raise ValueError(f"{where} lacks the required field {key!r}")
+    return value
+
+
+_EXACT_SCALE = {"memory_gib": _GIB, "bandwidth_gb_s": _GIGA, "peak_tflops": _TERA,
+                "latency_us": Decimal(10) ** -6}
+
+
+def _human(where: str, value, kind: str) -> float:
+    """A human figure (GiB, GB/s, TFLOP/s, us) in base units, checked against ``LIMITS``."""
+    lo, hi = LIMITS[kind]
+    ok = isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+    if ok:
+        exact = value if isinstance(value, Decimal) else Decimal(value)
+        ok = exact.is_finite() and Decimal(repr(lo)) <= exact <= Decimal(repr(hi))
+    if not ok:
+        shown = str(value) if isinstance(value, Decimal) else validate.shorten(value)
+        raise ValueError(f"{where} must be a finite number of {_UNITS[kind]} from {lo:g} to "
+                         f"{hi:g}, got {shown}")
+    return float(exact * _EXACT_SCALE[kind])
+
+
+def _plain(value):
+    """A JSON number read as ``Decimal`` shown and checked as the float it is."""
+    return float(value) if isinstance(value, Decimal) else value
+
+
+def _figure(where: str, record: dict, key: str, kind: str | None = None) -> float:
+    """The figure ``key`` of ``record`` in base units, checked against ``LIMITS``."""
+    return _human(f"{where} {key}", record[key], kind or key)
+
+
+def _from_record(record: dict, where: str = "accelerator record") -> Accelerator:
+    """One record of ``data/accelerators.json`` as an ``Accelerator``, every field checked."""
+    record = _object(where, record, _RECORD_KEYS, _REQUIRED)
+    name = validate.text(f"{where} name", record["name"], limit=100)
+    where = f"{where} ({validate.shorten(name, 40)})"
+    aliases = record.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise ValueError(f"{where} aliases must be a list of names, got {validate.shorten(aliases)}")
+    for alias in aliases:
+        validate.text(f"{where} alias", alias, limit=100)
+    peaks = record["peak_tflops"]
+    if not isinstance(peaks, dict) or not peaks:
+        raise ValueError(f"{where} peak_tflops must be an object of precision to TFLOP/s, got "
+                         f"{validate.shorten(peaks)}")
+    for key in peaks:
+        if not isinstance(key, str) or key not in (*dtypes.list_dtypes(), "fp8") or (
+                _peak_key(key) != key):
+            raise ValueError(f"{where} peak_tflops: {validate.shorten(key)} is not a precision "
+                             f"such as 'bf16', 'fp16', 'fp8', 'int8'")
+    link = record["interconnect"]
+    if link is not None:
+        link = _object(f"{where} interconnect", link, _LINK_KEYS,
+                       ("name", "bandwidth_gb_s", "latency_us", "domain_size"))
+    net = record.get("network")
+    if net is not None:
+        net = _object(f"{where} network", net, _NETWORK_KEYS, _NETWORK_KEYS)
+    sources = record["sources"]
+    if not isinstance(sources, dict):
+        raise ValueError(f"{where} sources must be an object of field to source, got "
+                         f"{validate.shorten(sources)}")
+    lw, nw = f"{where} interconnect", f"{where} network"
+    try:
+        return Accelerator(
+            name=name,
+            vendor=record["vendor"],
+            architecture=record["architecture"],
+            memory_bytes=_figure(where, record, "memory_gib"),
+            memory_type=record["memory_type"],
+            bandwidth=_figure(where, record, "bandwidth_gb_s"),
+            peaks={k: _human(f"{where} peak_tflops {k}", v, "peak_tflops")
+                   for k, v in peaks.items()},
+            interconnect=link["name"] if link else None,
+            interconnect_bandwidth=_figure(lw, link, "bandwidth_gb_s") if link else None,
+            sources=dict(sources),
+            notes=record.get("notes", ""),
+            link_bandwidth=_figure(lw, link, "link_gb_s", "bandwidth_gb_s")
+            if link and "link_gb_s" in link else None,
+            collective_latency_s=_figure(lw, link, "latency_us") if link else 0.0,
+            domain_size=validate.integer(f"{lw} domain_size", _plain(link["domain_size"]),
+                                         maximum=LIMITS["domain_size"][1]) if link else 1,
+            network=net["name"] if net else None,
+            network_bandwidth=_figure(nw, net, "bandwidth_gb_s") if net else None,
+            network_latency_s=_figure(nw, net, "latency_us") if net else 0.0,
+        )
+    except ValueError as err:
+        message = str(err)
+        raise ValueError(message if message.startswith(where) else f"{where}: {message}") from None
+
+
+def _index(chips, records) -> dict[str, Accelerator]:
+    """A map from each normalised name or alias (with and without the vendor) to its chip."""
+    index = {}
+    for chip, record in zip(chips, records, strict=True):
+        vendor = _normalise(chip.vendor)
+        for alias in [chip.name, *record.get("aliases", [])]:
+            key = _normalise(alias).removeprefix(vendor)
+            for k in (key, vendor + key):  # with and without the vendor's name
+                if index.get(k, chip) is not chip:
+                    raise ValueError(f"alias {alias!r} names both {index[k].name} and {chip.name}")
+                index[k] = chip
+    return index
+
+
+def _read_records(path) -> tuple[list[Accelerator], list[dict]]:
+    shown = validate._shown(path)
+    data = validate.read_json("accelerator file", path, parse_float=Decimal)
+    what = f"accelerator file {shown}"
+    if not isinstance(data, dict) or not isinstance(data.get("accelerators"), list) or not (
+            data["accelerators"]):
+        raise ValueError(f"{shown} is not an accelerator data file: it must hold an object with a "
+                         f"non-empty list \"accelerators\"")
+    records = data["accelerators"]
+    if len(records) > 10_000:
+        raise ValueError(f"{what} lists {len(records):,} accelerators; at most 10,000")
+    try:
+        chips = [_from_record(r, f"record {i}") for i, r in enumerate(records, 1)]
+    except ValueError as err:
+        raise ValueError(f"{shown} is not an accelerator data file: {err}") from None
+    names = [c.name for c in chips]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"{what} names {validate.shorten(name, 40)} twice")
+    _index_checked(chips, records, what)
+    return chips, records
+
+
+def _index_checked(chips, records, what):
+    try:
+        return _index(chips, records)
+    except ValueError as err:
+        raise ValueError(f"{what}: {err}") from None
 
 
 def load_accelerators(path) -> list[Accelerator]:
@@ -195,40 +398,39 @@ def load_accelerators(path) -> list[Accelerator]:
 
     For example the reader's own machine, measured and saved by
     ``llm_roofline.machine.save_accelerator``; the command line reads such a file with
-    ``--gpu-file``. A missing or malformed file raises ``ValueError`` naming it.
+    ``--gpu-file``. Every field is checked as the built-in data is (:data:`LIMITS`); a missing,
+    oversized or malformed file, or a bad field, raises one-line ``ValueError`` naming it.
     """
-    from pathlib import Path
+    return _read_records(path)[0]
 
-    path = Path(path)
-    try:
-        records = json.loads(path.read_text(), parse_float=Decimal)["accelerators"]
-        return [_from_record(r) for r in records]
-    except OSError as err:
-        raise ValueError(f"cannot read accelerator file {str(path)!r}: {err.strerror}") from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, ArithmeticError,
-            UnicodeDecodeError) as err:
-        raise ValueError(
-            f"{str(path)!r} is not an accelerator data file ({type(err).__name__}: {err})"
-        ) from None
+
+def find_accelerator(name: str | Accelerator, path) -> Accelerator:
+    """The chip ``name`` (its name or one of its aliases, forgiving case and punctuation, as
+    :func:`get_accelerator`) among the accelerators of the file ``path``."""
+    if isinstance(name, Accelerator):
+        return name
+    chips, records = _read_records(path)
+    where = f"accelerator in {validate._shown(path)}"
+    return _lookup(name, chips, _index(chips, records), where)
+
+
+def _lookup(name, chips, index, what: str = "accelerator") -> Accelerator:
+    if not isinstance(name, str):
+        raise ValueError(f"{what} must be a name such as 'H100', got {validate.shorten(name)}")
+    key = _normalise(name[:1000])
+    if key in index:
+        return index[key]
+    close = difflib.get_close_matches(key, index, n=3, cutoff=0.5)
+    raise validate.unknown(what, name, [c.name for c in chips], [index[k].name for k in close])
 
 
 @cache
 def _catalogue() -> tuple[tuple[Accelerator, ...], dict[str, Accelerator]]:
     """All accelerators in file order, and a map from each normalised name or alias to one."""
     text = resources.files("llm_roofline").joinpath("data/accelerators.json").read_text()
-    records = json.loads(text, parse_float=Decimal, parse_int=Decimal)["accelerators"]
-    chips, index = [], {}
-    for record in records:
-        chip = _from_record(record)
-        chips.append(chip)
-        vendor = _normalise(chip.vendor)
-        for alias in [record["name"], *record["aliases"]]:
-            key = _normalise(alias).removeprefix(vendor)
-            for k in (key, vendor + key):  # with and without the vendor's name
-                if index.get(k, chip) is not chip:
-                    raise ValueError(f"alias {alias!r} names both {index[k].name} and {chip.name}")
-                index[k] = chip
-    return tuple(chips), index
+    records = json.loads(text, parse_float=Decimal)["accelerators"]
+    chips = [_from_record(record) for record in records]
+    return tuple(chips), _index(chips, records)
 
 
 def list_accelerators() -> list[str]:
@@ -255,18 +457,8 @@ def get_accelerator(name: str | Accelerator) -> Accelerator:
     """
     if isinstance(name, Accelerator):
         return name
-    if not isinstance(name, str):
-        raise ValueError(f"accelerator must be a name such as 'H100', got {name!r}")
     chips, index = _catalogue()
-    key = _normalise(name)
-    if key in index:
-        return index[key]
-    close = difflib.get_close_matches(key, index, n=3, cutoff=0.5)
-    suggestions = list(dict.fromkeys(index[k].name for k in close))
-    hint = f"did you mean {' or '.join(map(repr, suggestions))}? " if suggestions else ""
-    raise ValueError(
-        f"unknown accelerator {name!r}; {hint}known: {', '.join(c.name for c in chips)}"
-    )
+    return _lookup(name, chips, index)
 
 
 def table(
@@ -277,8 +469,13 @@ def table(
     Units are in the column names (memory in GiB, bandwidth in GB/s); a chip without a
     precision gets ``None`` there.
     """
+    precisions = validate.names("precisions", precisions)
+    for dtype in precisions:
+        _peak_key(dtype)  # an unknown precision is refused, not a column of None
+    names = list_accelerators() if names is None else validate.sequence("names", names,
+                                                                        what="accelerators")
     rows = []
-    for chip in map(get_accelerator, names or list_accelerators()):
+    for chip in map(get_accelerator, names):
         row = {
             "accelerator": chip.name,
             "architecture": chip.architecture,
@@ -299,8 +496,11 @@ def growth(
 ) -> list[dict]:
     """Each chip's compute, bandwidth and ridge relative to ``baseline`` (ratios, unitless)."""
     base = get_accelerator(baseline)
+    _peak_key(dtype)
+    names = list_accelerators() if names is None else validate.sequence("names", names,
+                                                                        what="accelerators")
     rows = []
-    for chip in map(get_accelerator, names or list_accelerators()):
+    for chip in map(get_accelerator, names):
         if not chip.has(dtype):
             continue
         rows.append(

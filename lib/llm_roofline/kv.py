@@ -17,13 +17,13 @@ import numpy as np
 
 from . import counts, formulas, validate
 from .dtypes import bytes_per_element
-from .models import ModelConfig, get_model
+from .models import ModelConfig, resolve
 
 __all__ = ["step_traffic", "crossover_context", "attention_intensity"]
 
 
 def _model(model) -> ModelConfig:
-    return model if isinstance(model, ModelConfig) else get_model(model)
+    return resolve(model)
 
 
 def step_traffic(model, batch, context, *, weight_dtype: str = "bf16",
@@ -71,7 +71,8 @@ def attention_intensity(model, *, kv_dtype: str = "bf16", grouped: bool = True,
     (MLA), shared by all heads, is replicated on each, so its intensity per GPU falls by ``tp``.
     """
     cfg = _model(model)
-    tp = validate.integer("tp", tp)
+    grouped = validate.boolean("grouped", grouped)
+    tp = validate.integer("tp", tp, maximum=2**20)
     if cfg.n_heads % tp:
         raise ValueError(f"tp ({tp}) must divide n_heads ({cfg.n_heads}) of {cfg.name!r}")
     ops = counts.op_elements(cfg, 1, 1, 1023, absorbed=True)

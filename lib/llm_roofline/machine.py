@@ -33,13 +33,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import numbers
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from . import hardware, validate
 from .hardware import Accelerator
-from .models import ModelConfig
+from .models import ModelConfig, resolve
 
 __all__ = [
     "BLAS_OPS", "chapter_models", "host_accelerator", "accelerator_record", "save_accelerator",
@@ -79,6 +82,17 @@ def _host(host) -> dict:
             "host must be the dict measure.measure_roofline() returns, with keys "
             f"{', '.join(_HOST_KEYS)}; got {validate.shorten(host)}"
         )
+    for key in ("read_GBps", "cache_GBps", "copy_GBps", "matmul_GFLOPS"):
+        validate.real(f"host[{key!r}]", host[key], minimum=1e-3, maximum=1e7)
+    validate.choice("host['dtype']", host["dtype"], ("fp32", "fp64"))
+    sweep = host["read_sweep"]
+    if not isinstance(sweep, dict) or not sweep or not all(
+            isinstance(k, str) and k.isascii() and k.isdigit() and 0 < int(k) <= 2**20
+            for k in sweep):
+        raise ValueError(f"host['read_sweep'] must map sizes in MB (such as '64') to GB/s, got "
+                         f"{validate.shorten(sweep)}")
+    for k, v in sweep.items():
+        validate.real(f"host['read_sweep'][{k!r}]", v, minimum=1e-3, maximum=1e7)
     return host
 
 
@@ -105,7 +119,7 @@ def host_accelerator(host: dict, *, name: str | None = None) -> Accelerator:
         name=name,
         vendor="measured",
         architecture=f"{cpu}, {host.get('cpu_count') or '?'} logical CPUs",
-        memory_bytes=float(host.get("memory_bytes") or 0),
+        memory_bytes=_host_memory(host),
         memory_type="DRAM",
         bandwidth=float(host["read_GBps"]) * 1e9,
         peaks={host["dtype"]: float(host["matmul_GFLOPS"]) * 1e9},
@@ -128,51 +142,111 @@ def host_accelerator(host: dict, *, name: str | None = None) -> Accelerator:
     )
 
 
-def _g(value: float, scale: float) -> float:
-    """``value / scale`` to 6 significant digits: a data file's human figure."""
-    return float(f"{value / scale:.6g}")
+def _host_memory(host: dict) -> float:
+    memory = host.get("memory_bytes")
+    if memory is None:
+        raise ValueError("host['memory_bytes'] is unknown (the OS did not report the RAM): set it "
+                         "to the machine's memory in bytes")
+    return validate.real("host['memory_bytes']", memory, minimum=2**20, maximum=2.0**60)
+
+
+def _g(value: float, scale: float, kind: str) -> float:
+    """``value / scale`` to 6 significant digits: a data file's human figure. A figure that
+    6 digits would round past the limits of ``hardware.LIMITS[kind]`` keeps all its digits,
+    so that every accelerator saved reads back."""
+    lo, hi = hardware.LIMITS[kind]
+    rounded = float(f"{value / scale:.6g}")
+    return rounded if lo <= rounded <= hi else value / scale
 
 
 def accelerator_record(chip: Accelerator) -> dict:
     """``chip`` as one record of ``data/accelerators.json`` (GiB, GB/s, TFLOPS; 6 digits)."""
     if not isinstance(chip, Accelerator):
         raise ValueError(f"chip must be an Accelerator, got {validate.shorten(chip)}")
-    link = None
+    link = net = None
     if chip.interconnect is not None:
         link = {"name": chip.interconnect,
-                "bandwidth_gb_s": _g(chip.interconnect_bandwidth or 0, 1e9)}
+                "bandwidth_gb_s": _g(chip.interconnect_bandwidth, 1e9, "bandwidth_gb_s")}
         if chip.link_bandwidth is not None:
-            link["link_gb_s"] = _g(chip.link_bandwidth, 1e9)
-    return {
+            link["link_gb_s"] = _g(chip.link_bandwidth, 1e9, "bandwidth_gb_s")
+        link["latency_us"] = _g(chip.collective_latency_s, 1e-6, "latency_us")
+        link["domain_size"] = chip.domain_size
+    if chip.network is not None:
+        net = {"name": chip.network, "bandwidth_gb_s": _g(chip.network_bandwidth, 1e9, "bandwidth_gb_s"),
+               "latency_us": _g(chip.network_latency_s, 1e-6, "latency_us")}
+    try:  # a built-in chip keeps its aliases, so that "h100" finds it in the file too
+        builtin = hardware.get_accelerator(chip.name)
+    except ValueError:
+        builtin = None
+    aliases = hardware.aliases(builtin) if builtin == chip else []
+    record = {
         "name": chip.name,
-        "aliases": [],
+        "aliases": aliases,
         "vendor": chip.vendor,
         "architecture": chip.architecture,
-        "memory_gib": _g(chip.memory_bytes, 2**30),
+        "memory_gib": _g(chip.memory_bytes, 2**30, "memory_gib"),
         "memory_type": chip.memory_type,
-        "bandwidth_gb_s": _g(chip.bandwidth, 1e9),
-        "peak_tflops": {k: _g(v, 1e12) for k, v in chip.peaks.items()},
+        "bandwidth_gb_s": _g(chip.bandwidth, 1e9, "bandwidth_gb_s"),
+        "peak_tflops": {k: _g(v, 1e12, "peak_tflops") for k, v in chip.peaks.items()},
         "interconnect": link,
+        "network": net,
         "sources": dict(chip.sources),
         "notes": chip.notes,
     }
+    if net is None:
+        del record["network"]
+    return record
 
 
-def save_accelerator(chips: Accelerator | list[Accelerator], path) -> Path:
+def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
+                     force: bool = False) -> Path:
     """Write one chip (or several) to ``path`` as a JSON file in the schema of the library's
     ``data/accelerators.json``: ``{"about": ..., "accelerators": [record, ...]}``.
 
-    Figures are rounded to 6 significant digits. Returns the path written.
+    Figures are rounded to 6 significant digits; every built-in chip reads back equal. Returns
+    the path written. An existing file is replaced only if it is itself an accelerator data
+    file (a notebook re-run saves again) or with ``force=True``; the file is written whole or
+    not at all.
     """
-    chips = [chips] if isinstance(chips, Accelerator) else list(chips)
+    force = validate.boolean("force", force)
+    if isinstance(chips, Accelerator):
+        chips = [chips]
+    elif not isinstance(chips, list | tuple) or not chips or not all(
+            isinstance(c, Accelerator) for c in chips):
+        raise ValueError(f"chips must be an Accelerator or a non-empty list of them, got "
+                         f"{validate.shorten(chips)}")
+    if not isinstance(path, str | os.PathLike) or not str(os.fspath(path)).strip():
+        raise ValueError(f"path must be a file name, got {validate.shorten(path)}")
     path = Path(path)
+    shown = validate._shown(path)
+    if path.is_dir():
+        raise ValueError(f"path {shown} is a folder: give a file name such as my_machine.json")
+    if not path.parent.is_dir():
+        raise ValueError(f"path {shown}: the folder {validate._shown(path.parent)} does not exist")
+    if path.exists() and not force:
+        try:
+            hardware.load_accelerators(path)
+        except ValueError:
+            raise ValueError(f"path {shown} exists and is not an accelerator data file: "
+                             "choose another name, or pass force=True to replace it") from None
     data = {
         "about": "Accelerators in the schema of llm_roofline/data/accelerators.json (memory_gib "
         "in GiB, bandwidth_gb_s in GB/s, peak_tflops in TFLOP/s, dense); written by "
         "llm_roofline.machine.save_accelerator, read by load_accelerators.",
         "accelerators": [accelerator_record(c) for c in chips],
     }
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:50]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        raise ValueError(f"cannot write {shown}: {err.strerror or type(err).__name__}") from None
     return path
 
 
@@ -208,8 +282,10 @@ def bandwidth_at(host: dict, nbytes: float) -> float:
 def footprint_bytes(cfg, batch: int, context: int, itemsize: int = 4) -> int:
     """Bytes a decode step of ``cfg`` re-reads: all weights plus the KV cache of ``batch``
     sequences of ``context`` tokens, at ``itemsize`` bytes per number."""
+    cfg = resolve(cfg, "cfg")
     batch = validate.integer("batch", batch)
-    context = validate.integer("context", context)
+    context = validate.integer("context", context, maximum=cfg.max_context)
+    itemsize = validate.integer("itemsize", itemsize, maximum=16)
     return int((cfg.n_params + batch * cfg.kv_cache_elements(context)) * itemsize)
 
 
@@ -224,8 +300,11 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 3,
     One row per (phase, operation), as ``Tally.rows`` gives them: FLOPs, bytes read and
     written (counted), seconds (measured) and calls, plus ``batch`` and ``prompt_len``.
     """
-    from .tiny import Tally
+    from .tiny import Tally, TinyLlama
 
+    if not isinstance(model, TinyLlama):
+        raise ValueError(f"model must be a TinyLlama, got {validate.shorten(model)}")
+    seed = validate.integer("seed", seed, minimum=0, maximum=2**64 - 1)
     batch = validate.integer("batch", batch)
     prompt_len = validate.integer("prompt_len", prompt_len)
     n_decode = validate.integer("n_decode", n_decode)
@@ -240,9 +319,32 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 3,
     return [r | {"batch": batch, "prompt_len": prompt_len} for r in best.rows()]
 
 
+_ROW_NUMBERS = ("flops", "bytes_read", "bytes_written", "seconds", "calls")
+
+
+def _rows(rows, keys: tuple[str, ...] = ("phase", "op", *_ROW_NUMBERS)) -> list[dict]:
+    """``rows`` as :func:`profile` gives them: a non-empty list of dicts with ``keys``, the
+    names strings and the numbers finite and non-negative (``calls`` an integer)."""
+    what = f"rows must be a non-empty list of dicts with keys {', '.join(keys)} (as profile gives)"
+    if not isinstance(rows, list | tuple) or not rows:
+        raise ValueError(f"{what}, got {validate.shorten(rows)}")
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or any(k not in r for k in keys):
+            raise ValueError(f"{what}; row {i} is {validate.shorten(r)}")
+        for k in keys:
+            if k in ("phase", "op"):
+                validate.text(f"rows[{i}][{k!r}]", r[k], limit=100)
+            elif k == "calls":
+                validate.integer(f"rows[{i}]['calls']", r[k], minimum=0)
+            else:
+                validate.real(f"rows[{i}][{k!r}]", r[k], minimum=0, maximum=1e300)
+    return list(rows)
+
+
 def per_call(rows: list[dict]) -> dict[str, float]:
     """Seconds per call of each operation of ``rows`` (both phases pooled): measured on a
     model so small that its FLOPs and bytes take no time, this is the fixed cost of a call."""
+    rows = _rows(rows, ("op", "seconds", "calls"))
     pooled: dict[str, list[float]] = {}
     for r in rows:
         s, n = pooled.setdefault(r["op"], [0.0, 0])
@@ -261,6 +363,14 @@ def predict(rows: list[dict], host: dict, *, footprint: float | None = None,
     ``error`` (predicted / measured - 1: negative when the prediction is too fast).
     """
     host = _host(host)
+    rows = _rows(rows)
+    if overhead is not None:
+        if not isinstance(overhead, dict):
+            raise ValueError(f"overhead must be the dict per_call gives, got "
+                             f"{validate.shorten(overhead)}")
+        for op, seconds in overhead.items():
+            validate.real(f"overhead[{validate.shorten(op, 40)}]", seconds, minimum=0, maximum=1e9,
+                          unit="seconds")
     peak = float(host["matmul_GFLOPS"]) * 1e9
     bandwidth = host["read_GBps"] * 1e9 if footprint is None else bandwidth_at(host, footprint)
     out = []
@@ -281,6 +391,10 @@ def predict(rows: list[dict], host: dict, *, footprint: float | None = None,
 
 def totals(rows: list[dict]) -> dict[str, dict]:
     """Per phase: summed FLOPs, bytes, measured and predicted seconds, intensity, error."""
+    rows = _rows(rows)
+    for i, r in enumerate(rows):
+        if "predicted_s" in r:
+            validate.real(f"rows[{i}]['predicted_s']", r["predicted_s"], minimum=0, maximum=1e300)
     out: dict[str, dict] = {}
     for r in rows:
         t = out.setdefault(r["phase"], {"flops": 0, "bytes": 0, "seconds": 0.0,
@@ -290,7 +404,10 @@ def totals(rows: list[dict]) -> dict[str, dict]:
         t["seconds"] += r["seconds"]
         t["predicted_s"] += r.get("predicted_s", 0.0)
         t["calls"] += r["calls"]
-    for t in out.values():
+    for phase, t in out.items():
+        if t["bytes"] <= 0 or t["seconds"] <= 0:
+            raise ValueError(f"rows of phase {validate.shorten(phase, 40)} move no bytes or take "
+                             "no time: they are not a profile's")
         t["intensity"] = t["flops"] / t["bytes"]
         t["error"] = t["predicted_s"] / t["seconds"] - 1
     return out
@@ -298,6 +415,7 @@ def totals(rows: list[dict]) -> dict[str, dict]:
 
 def rows_steps(rows: list[dict]) -> int:
     """Decode steps in ``rows``: the calls of the LM head in the decode phase."""
+    rows = _rows(rows, ("phase", "op", "calls"))
     return sum(r["calls"] for r in rows if r["phase"] == "decode" and r["op"] == "lm_head")
 
 
@@ -312,8 +430,28 @@ def plot_roofline(ax, peak: float, bandwidth: float, points=(), *, cache_bandwid
     adds a dashed slope for a cache level. ``points`` are ``(intensity, FLOP/s, label,
     style)`` tuples with ``style`` a dict for ``ax.scatter`` (``label=None``: no text).
     """
-    peak = validate.real("peak", peak, minimum=0, open_min=True, unit="FLOP/s")
-    bandwidth = validate.real("bandwidth", bandwidth, minimum=0, open_min=True, unit="bytes/s")
+    validate.axes("ax", ax, optional=False)
+    peak = validate.real("peak", peak, minimum=1e3, maximum=1e22, unit="FLOP/s")
+    bandwidth = validate.real("bandwidth", bandwidth, minimum=1e3, maximum=1e20, unit="bytes/s")
+    if cache_bandwidth is not None:
+        cache_bandwidth = validate.real("cache_bandwidth", cache_bandwidth, minimum=1e3,
+                                        maximum=1e20, unit="bytes/s")
+    imin = validate.real("imin", imin, minimum=1e-30, maximum=1e30)
+    imax = validate.real("imax", imax, minimum=1e-30, maximum=1e30)
+    if imin >= imax:
+        raise ValueError(f"imin ({imin:g}) must be below imax ({imax:g})")
+    title = validate.text("title", title, empty=True)
+    points = validate.sequence("points", points, what="(intensity, FLOP/s, label, style)",
+                               empty=True)
+    for i, point in enumerate(points):
+        if not isinstance(point, tuple | list) or len(point) != 4 or not isinstance(
+                point[3], dict) or not (point[2] is None or isinstance(point[2], str)):
+            raise ValueError(f"points[{i}] must be (intensity, FLOP/s, label, style dict), got "
+                             f"{validate.shorten(point)}")
+        for v in point[:2]:  # a real number; one that is not finite and positive is skipped
+            if not isinstance(v, numbers.Real) or isinstance(v, bool | np.bool_):
+                raise ValueError(f"points[{i}] must hold numbers (intensity, FLOP/s), got "
+                                 f"{validate.shorten(v)}")
     x = np.geomspace(imin, imax, 256)
     ax.plot(x, np.minimum(peak, x * bandwidth) / 1e9, color="k",
             label=f"memory {bandwidth / 1e9:,.1f} GB/s, peak {peak / 1e9:,.0f} GFLOP/s")

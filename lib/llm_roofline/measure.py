@@ -31,6 +31,7 @@ from time import perf_counter
 import numpy as np
 
 from . import validate
+from .validate import available_bytes  # noqa: F401  (tests replace it here)
 
 __all__ = [
     "MAX_SIZE_MB", "Progress", "available_bytes", "blas_info", "copy_bandwidth", "cpu_name",
@@ -46,35 +47,19 @@ _STATISTICS = ("median", "min")
 _MATMUL_DTYPES = {"fp32": np.float32, "fp64": np.float64}
 
 
-def _positive_int(value, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{field} must be a positive int, got {value!r}")
-    return value
+MAX_REPEATS = 1000
+"""The most timed runs a benchmark takes (each one reads its whole array)."""
+
+MAX_MATMUL_N = 16_384
+"""The largest matrix a matmul benchmark multiplies: ``2 n^3`` = 8.8 TFLOP, a minute of a CPU."""
 
 
-def available_bytes() -> int | None:
-    """Memory the system can give a new allocation now (bytes), or None if unknown.
+def _positive_int(value, field: str, maximum: int = validate.MAX_COUNT) -> int:
+    return validate.integer(field, value, maximum=maximum)
 
-    ``psutil.virtual_memory().available`` if psutil is installed, else ``MemAvailable`` from
-    ``/proc/meminfo`` (Linux), else the free physical pages (``os.sysconf``).
-    """
-    try:
-        import psutil
-    except ImportError:
-        pass
-    else:
-        return int(psutil.virtual_memory().available)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+
+def _repeats(value) -> int:
+    return validate.integer("repeats", value, maximum=MAX_REPEATS)
 
 
 def _size_mb(value, field: str, arrays: int) -> int:
@@ -97,8 +82,10 @@ def _size_mb(value, field: str, arrays: int) -> int:
 def timed_seconds(fn, repeats: int, statistic: str = "median") -> float:
     """Wall time of ``fn()`` in seconds: the median (or ``"min"``, the best) of ``repeats``
     timed calls after one untimed warm-up call."""
-    _positive_int(repeats, "repeats")
+    _repeats(repeats)
     statistic = validate.choice("statistic", statistic, _STATISTICS)
+    if not callable(fn):
+        raise ValueError(f"fn must be a function of no arguments, got {validate.shorten(fn)}")
     fn()  # warm up: page in the arrays, start the BLAS threads
     times = []
     for _ in range(repeats):
@@ -121,6 +108,8 @@ def copy_bandwidth(size_mb: int = 128, repeats: int = 5, statistic: str = "media
     NumPy copies on one core. A size whose two arrays do not fit in memory raises ValueError.
     """
     n = _size_mb(size_mb, "size_mb", arrays=2) * MB // 4
+    _repeats(repeats)
+    statistic = validate.choice("statistic", statistic, _STATISTICS)
     src = np.ones(n, np.float32)
     dst = np.empty_like(src)
     seconds = timed_seconds(lambda: np.copyto(dst, src), repeats, statistic)
@@ -134,6 +123,8 @@ def matvec_bandwidth(size_mb: int = 128, repeats: int = 5, statistic: str = "med
     Counts the matrix, the vector and the result. The BLAS runs it on all its threads.
     """
     size = _size_mb(size_mb, "size_mb", arrays=1)
+    _repeats(repeats)
+    statistic = validate.choice("statistic", statistic, _STATISTICS)
     cols = 4096 if size >= 16 else 1024  # small sizes: enough rows for every thread
     rows = max(1, size * MB // (4 * cols))
     w = np.ones((rows, cols), np.float32)
@@ -146,7 +137,9 @@ def matmul_peak(n: int = 1024, repeats: int = 5, dtype: str = "fp32",
                 statistic: str = "median") -> float:
     """``n x n`` by ``n x n`` matrix product in ``dtype`` ("fp32" or "fp64"), ``2 n^3``
     FLOPs, in GFLOP/s."""
-    _positive_int(n, "n")
+    _positive_int(n, "n", MAX_MATMUL_N)
+    _repeats(repeats)
+    statistic = validate.choice("statistic", statistic, _STATISTICS)
     key = validate.choice("dtype", dtype, _MATMUL_DTYPES,
                           aliases={"float32": "fp32", "float64": "fp64", "float": "fp32"})
     kind = _MATMUL_DTYPES[key]
@@ -215,6 +208,8 @@ def blas_info() -> dict:
 
 def measure_host(bandwidth_mb: int = 128, matmul_n: int = 1024, repeats: int = 5) -> dict:
     """All the host figures as plain data: the two bandwidths, the matmul peak, the BLAS."""
+    _repeats(repeats)
+    _positive_int(matmul_n, "matmul_n", MAX_MATMUL_N)
     return {
         "copy_GBps": copy_bandwidth(bandwidth_mb, repeats),
         "matvec_GBps": matvec_bandwidth(bandwidth_mb, repeats),
@@ -347,8 +342,15 @@ def measure_roofline(
     ``statistic="min"`` keeps the best of ``repeats`` runs (the module notes say why).
     Bandwidths in GB/s, the peak in GFLOP/s. With ``progress`` a text bar shows the steps.
     """
+    _repeats(repeats)
+    statistic = validate.choice("statistic", statistic, _STATISTICS)
+    _positive_int(matmul_n, "matmul_n", MAX_MATMUL_N)
+    progress = validate.boolean("progress", progress)
+    if isinstance(sweep_mb, str | bytes) or not isinstance(sweep_mb, tuple | list) or not sweep_mb:
+        raise ValueError(f"sweep_mb must be a non-empty list of sizes in MB, got "
+                         f"{validate.shorten(sweep_mb)}")
     dram = dram_size_mb() if dram_mb is None else _size_mb(dram_mb, "dram_mb", arrays=1)
-    copy_mb = max(1, dram // 2) if copy_mb is None else copy_mb
+    copy_mb = max(1, dram // 2) if copy_mb is None else _size_mb(copy_mb, "copy_mb", arrays=2)
     sizes = sorted({_size_mb(s, "sweep_mb", arrays=1) for s in sweep_mb} | {dram})
     key = validate.choice("dtype", dtype, _MATMUL_DTYPES,
                           aliases={"float32": "fp32", "float64": "fp64", "float": "fp32"})

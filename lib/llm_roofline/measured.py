@@ -36,6 +36,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from . import validate
 from .calculator import Estimate, estimate
 from .hardware import get_accelerator
 from .models import ModelConfig
@@ -160,7 +161,12 @@ class Row:
 def _read_text(path: str | Path | None) -> str:
     if path is None:
         return resources.files("llm_roofline").joinpath(f"{_DATA}/measured-inference.csv").read_text()
-    return Path(path).read_text()
+    raw = validate.read_bytes("measurements csv", path)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"measurements csv: {validate._shown(path)} is not a text file "
+                         "(UTF-8)") from None
 
 
 @cache
@@ -198,6 +204,7 @@ def family(engine: str) -> str:
     ``'NVIDIA NIM 1.8.0'`` -> ``'NIM'``; NeMo, HF transformers, MLC-LLM, llm-awq, ExLlamaV2 and
     llama.cpp keep their own names (all counted under ``'others'``).
     """
+    engine = validate.text("engine", engine)
     for prefix, name in (("gpt-fast", "gpt-fast"), ("lmdeploy", "lmdeploy"), ("NeMo", "NeMo"),
                          ("TensorRT-LLM", "TensorRT-LLM"), ("NVIDIA NIM", "NIM"), ("vLLM", "vLLM"),
                          ("SGLang", "SGLang"), ("HF transformers", "HF transformers"),
@@ -299,16 +306,19 @@ def _parse(raw: dict, number: int) -> dict:
         if not out[name]:
             raise ValueError(f"{where}: field {name!r} is empty")
     if out["metric"] not in METRICS:
-        raise ValueError(f"{where}: field 'metric' is {out['metric']!r}; allowed: {', '.join(METRICS)}")
+        raise ValueError(f"{where}: field 'metric' is {validate.shorten(out['metric'], 40)}; "
+                         f"allowed: {', '.join(METRICS)}")
     if out["unit"] not in METRICS[out["metric"]]:
-        raise ValueError(f"{where}: field 'unit' is {out['unit']!r} for {out['metric']}; "
+        raise ValueError(f"{where}: field 'unit' is {validate.shorten(out['unit'], 40)} for {out['metric']}; "
                          f"allowed: {', '.join(METRICS[out['metric']])}")
     try:
         value = float(out["value"])
     except ValueError:
-        raise ValueError(f"{where}: field 'value' is {out['value']!r}, not a number") from None
+        raise ValueError(f"{where}: field 'value' is {validate.shorten(out['value'], 40)}, "
+                         "not a number") from None
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{where}: field 'value' is {out['value']!r}; it must be a positive number")
+        raise ValueError(f"{where}: field 'value' is {validate.shorten(out['value'], 40)}; "
+                         "it must be a positive number")
     ints = {}
     for name, minimum, optional in (("n_gpus", 1, False), ("batch", 1, True),
                                     ("input_len", 0, True), ("output_len", 1, True)):
@@ -330,7 +340,14 @@ def load(path: str | Path | None = None) -> list[Row]:
     unknown metric or unit, a non-integer count) raises ``ValueError`` naming its row number
     and field. Rows the calculator cannot reproduce are returned too, with ``reason`` set.
     """
-    reader = csv.DictReader(io.StringIO(_read_text(path)))
+    try:
+        return _load(_read_text(path))
+    except csv.Error as err:
+        raise ValueError(f"measurements csv: not a valid csv ({err})") from None
+
+
+def _load(text: str) -> list[Row]:
+    reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise ValueError(f"measurements csv: header lacks column(s) {', '.join(missing)}; "

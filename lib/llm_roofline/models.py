@@ -477,7 +477,10 @@ class _HFReader:
 
     def _deepseek(self) -> dict:
         fields = {}
-        if self.get("n_routed_experts"):
+        experts = self.get("n_routed_experts", 0)  # absent or null: a dense model
+        experts = validate.integer("config.json n_routed_experts (0 or null: dense)", experts,
+                                   minimum=0)
+        if experts:
             freq = self.config.get("moe_layer_freq", 1)
             if freq != 1 or isinstance(freq, bool):
                 raise ValueError(
@@ -565,34 +568,15 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
     shown = _shown(file)
     if "\x00" in text_path:
         raise ValueError(f"config: {shown} is not a valid path (it holds a NUL character)")
-    if file.is_dir():
+    try:
+        is_dir = file.is_dir()
+    except OSError as err:  # a name too long, a loop of links
+        raise ValueError(f"config: cannot read {shown}: {err.strerror or err}") from None
+    if is_dir:
         file = file / "config.json"
         if not file.is_file():
             raise ValueError(f"config: the folder {shown} holds no config.json")
-    try:
-        size = file.stat().st_size
-        raw = file.read_bytes() if size <= MAX_CONFIG_BYTES else b""
-    except FileNotFoundError:
-        raise ValueError(f"config: no such file {shown}") from None
-    except OSError as err:
-        raise ValueError(f"config: cannot read {shown}: {err.strerror or err}") from None
-    if size > MAX_CONFIG_BYTES:
-        raise ValueError(f"config: {shown} is {size:,} bytes, too large for a config.json "
-                         f"(at most {MAX_CONFIG_BYTES:,})")
-    if not raw.strip():
-        raise ValueError(f"config: {shown} is empty")
-    try:
-        text = raw.decode("utf-8-sig")
-        if "\x00" in text:
-            raise UnicodeDecodeError("utf-8", raw, 0, 1, "NUL byte")
-    except UnicodeDecodeError:
-        raise ValueError(f"config: {shown} is not a text file (binary?); give a config.json") from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"config: {shown} is not valid JSON ({err.msg}, line {err.lineno})") from None
-    except RecursionError:
-        raise ValueError(f"config: {shown} nests JSON too deeply to read") from None
+    config = validate.read_json("config", file, cap=MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise ValueError(f"config: {shown} holds a JSON {type(config).__name__}, not an object")
     try:
@@ -653,6 +637,18 @@ def get_model(name: str) -> ModelConfig:
     key = _model_name(name)
     config = json.loads((_MODELS / f"{key}.json").read_text())
     return ModelConfig.from_hf_config(config, name=key)
+
+
+def resolve(model, name: str = "model", *, names: bool = True) -> ModelConfig:
+    """``model`` if it is a ``ModelConfig``, the built-in model it names if ``names`` and it is
+    a string; anything else raises one-line ``ValueError``."""
+    if isinstance(model, ModelConfig):
+        return model
+    if names and isinstance(model, str):
+        return get_model(model)
+    what = "a ModelConfig or a built-in model's name" if names else (
+        "a ModelConfig (get_model(name) or load_config(path) gives one)")
+    raise ValueError(f"{name} must be {what}, got {validate.shorten(model)}")
 
 
 def model_info(name: str) -> dict:

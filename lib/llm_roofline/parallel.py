@@ -36,6 +36,7 @@ own deployment), and expert parallelism across pipeline stages.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -51,6 +52,8 @@ __all__ = ["Layout", "ParallelEstimate", "expert_load", "layout_needed", "parall
 _NON_LAYER = ("embed", "final_norm", "lm_head")
 _MOE_KERNELS = ("gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine")
 _MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "act_dtype", "weight_group_size")
+_SETUP_OPTIONS = tuple(n for n, p in inspect.signature(setup).parameters.items()
+                       if p.kind is p.KEYWORD_ONLY and n != "n_gpus")
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,7 @@ def parallel_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_
         raise ValueError(f"layout must be a Layout(tp, pp, ep), got {validate.shorten(layout)}")
     if "n_gpus" in options:
         raise ValueError("n_gpus is given by the layout (tp * pp); do not pass it")
+    validate.options("parallel_estimate", options, _SETUP_OPTIONS)
     balanced = validate.boolean("balanced", balanced)
     chip = get_accelerator(accelerator)
     tp, pp = layout.tp, layout.pp
@@ -192,10 +196,16 @@ def layout_needed(model: ModelConfig | str, accelerator, batch: int, prompt_len:
     critical path of every layer); pipeline stages go across nodes. Among layouts of the fewest
     GPUs the widest TP wins (the lowest latency); MoE models spread their experts (``ep = tp``).
     """
+    if "n_gpus" in options:
+        raise ValueError("layout_needed takes no n_gpus: it finds the layout, up to max_gpus")
+    validate.options("layout_needed", options, _SETUP_OPTIONS)
     chip = get_accelerator(accelerator)
-    cfg = setup(model, chip, **{k: v for k, v in options.items() if k != "n_gpus"}).model
+    cfg = setup(model, chip, **options).model
     max_gpus = validate.integer("max_gpus", max_gpus, maximum=2**20)
-    degrees = [n for n in range(1, chip.domain_size + 1) if _tp_allowed(cfg, chip, n)]
+    # a TP degree divides the attention heads: no more candidates than heads (a file's chip
+    # may join a million in one domain)
+    top = min(chip.domain_size, cfg.n_heads, max_gpus)
+    degrees = [n for n in range(1, top + 1) if _tp_allowed(cfg, chip, n)]
     candidates = sorted(
         ((tp * pp, -tp, tp, pp) for tp in degrees for pp in range(1, cfg.n_layers + 1)
          if tp * pp <= max_gpus),

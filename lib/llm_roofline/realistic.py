@@ -42,11 +42,12 @@ Refit with ``python -m llm_roofline.realistic --fit`` (writes ``data/realistic.j
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
+import inspect
 import json
 import math
+import os
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -157,6 +158,9 @@ def _preset(engine: str | None, presets: dict[str, Preset] | None = None) -> Pre
 
 
 # --- the prediction ---------------------------------------------------------------------------
+_ESTIMATE_OPTIONS = tuple(n for n, p in inspect.signature(calculator.estimate).parameters.items()
+                          if p.kind is p.KEYWORD_ONLY and n not in ("mbu", "mfu"))
+
 def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, prompt_len,
              output_len, *, engine: str | None = None, preset: Preset | None = None,
              **options) -> Realistic:
@@ -173,6 +177,11 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
         if name in options:
             raise ValueError(f"{name} is set by the calibrated preset; for your own efficiencies "
                              f"call llm_roofline.estimate(..., {name}=...)")
+    validate.options("realistic.estimate", options, _ESTIMATE_OPTIONS)
+    if preset is not None and not isinstance(preset, Preset):
+        raise ValueError(f"preset must be a Preset (a value of load_presets()) or None, got "
+                         f"{validate.shorten(preset)}; for an engine family's preset pass "
+                         "engine=...")
     p = preset if preset is not None else _preset(engine)
 
     def run(mbu, mfu):
@@ -436,7 +445,13 @@ def fit_presets(rows: list[measured.Row]) -> dict[str, Preset]:
 
 # --- honest validation ------------------------------------------------------------------------
 def relative_error(predicted: float, measured_value: float) -> float:
-    """``predicted / measured - 1``: +0.3 means 30 % too high (too fast a speed, too long a time)."""
+    """``predicted / measured - 1``: +0.3 means 30 % too high (too fast a speed, too long a time).
+
+    Both are positive measures (a time, a speed) of size 1e-100 to 1e100, so that their ratio is
+    finite: anything else has no relative error.
+    """
+    predicted = validate.real("predicted", predicted, minimum=1e-100, maximum=1e100)
+    measured_value = validate.real("measured_value", measured_value, minimum=1e-100, maximum=1e100)
     return predicted / measured_value - 1
 
 
@@ -465,12 +480,23 @@ def cross_validate(rows: list[measured.Row], *, fitter=fit_presets, predictor=No
 
 def summary(results: list[dict], within: float = 0.3) -> list[dict]:
     """Per engine family (and overall, and modern engines together): rows, share within
-    ``±within`` and median absolute relative error, from ``cross_validate``'s output."""
+    ``±within`` and median absolute relative error, from ``cross_validate``'s output. A group
+    without rows has ``None`` for both (not NaN).
+    """
+    within = validate.real("within", within, minimum=0, open_min=True, maximum=100)
+    what = "results must be the non-empty list cross_validate gives (dicts with 'row' and 'error')"
+    if not isinstance(results, list | tuple) or not results:
+        raise ValueError(f"{what}, got {validate.shorten(results)}")
+    for i, d in enumerate(results):
+        if not isinstance(d, dict) or not isinstance(d.get("row"), measured.Row):
+            raise ValueError(f"{what}; item {i} is {validate.shorten(d)}")
+        validate.real(f"results[{i}]['error']", d.get("error"), minimum=-1, maximum=1e300)
+
     def stats(name, items):
         errors = np.array([abs(d["error"]) for d in items])
         return {"family": name, "rows": len(items),
-                "within": float(np.mean(errors <= within)) if len(items) else math.nan,
-                "median_abs_error": float(np.median(errors)) if len(items) else math.nan}
+                "within": float(np.mean(errors <= within)) if len(items) else None,
+                "median_abs_error": float(np.median(errors)) if len(items) else None}
 
     groups = [stats("all", results),
               stats("modern engines", [d for d in results if d["row"].modern])]
@@ -542,22 +568,38 @@ def write(path: str | Path | None = None) -> dict:
                         for g in summary(cross_validate(rows))],
         },
     }
+    if path is not None and (not isinstance(path, str | os.PathLike)
+                             or not str(os.fspath(path)).strip()):
+        raise ValueError(f"path must be a file name, got {validate.shorten(path)}")
     target = Path(path) if path else Path(__file__).parent / _FILE
-    target.write_text(json.dumps(document, indent=1) + "\n")
+    text = json.dumps(document, indent=1, allow_nan=False) + "\n"
+    try:
+        if target.is_dir():
+            raise ValueError(f"{validate.shorten(str(target))} is a folder, not a file")
+        target.write_text(text)
+    except OSError as err:
+        raise ValueError(f"cannot write {validate.shorten(str(target))}: "
+                         f"{err.strerror or type(err).__name__}") from None
     _file.cache_clear()
     return document
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m llm_roofline.realistic --fit [--out FILE]``: refit and write the presets."""
-    parser = argparse.ArgumentParser(prog="python -m llm_roofline.realistic",
-                                     description="Fit the calibrated presets on the measurements.")
+    class Parser(validate.OneLineParser):
+        label = "llm_roofline.realistic"
+
+    parser = Parser(prog="python -m llm_roofline.realistic",
+                    description="Fit the calibrated presets on the measurements.")
     parser.add_argument("--fit", action="store_true", help="fit and write data/realistic.json")
     parser.add_argument("--out", help="write here instead of the library's data file")
     args = parser.parse_args(argv)
     if not args.fit:
         parser.error("nothing to do: pass --fit")
-    document = write(args.out)
+    try:
+        document = write(args.out)
+    except ValueError as err:
+        parser.error(str(err))
     print(json.dumps(document["presets"], indent=1))
 
 

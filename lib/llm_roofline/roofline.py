@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
+from . import validate
 from .hardware import Accelerator, get_accelerator
 from .validate import boolean, shorten
 
@@ -51,8 +52,14 @@ def _positive(name: str, value):
     return array
 
 
-def _out(array):
-    """A 0-d result as a Python float, anything else as an array."""
+def _out(array, what: str = "the result"):
+    """A 0-d result as a Python float, anything else as an array; a result that under- or
+    overflows float64 (0 or infinity from positive finite inputs) is refused, not returned."""
+    array = np.asarray(array, dtype=float)
+    bad = ~(np.isfinite(array) & (array > 0))
+    if bad.any():
+        raise ValueError(f"{what} is {array[bad].flat[0].item()} for these inputs: they are "
+                         "outside float64's range (give FLOP/s, bytes/s and FLOPs/byte)")
     return float(array) if np.ndim(array) == 0 else array
 
 
@@ -85,19 +92,22 @@ def _machine(peak, bandwidth, dtype: str | None) -> tuple[np.ndarray, np.ndarray
 def ridge_point(peak, bandwidth=None, *, dtype: str | None = None):
     """I_ridge = P_peak / B_mem in FLOPs/byte (peak in FLOP/s, bandwidth in bytes/s)."""
     p, b = _machine(peak, bandwidth, dtype)
-    return _out(p / b)
+    with np.errstate(all="ignore"):
+        return _out(p / b, "the ridge point peak / bandwidth")
 
 
 def attainable(intensity, peak, bandwidth=None, *, dtype: str | None = None):
     """P = min(P_peak, I x B_mem) in FLOP/s, for intensity I in FLOPs/byte."""
     p, b = _machine(peak, bandwidth, dtype)
-    return _out(np.minimum(p, _positive("intensity", intensity) * b))
+    with np.errstate(all="ignore"):
+        return _out(np.minimum(p, _positive("intensity", intensity) * b), "the attainable rate")
 
 
 def efficiency(intensity, peak, bandwidth=None, *, dtype: str | None = None):
     """Attainable over peak, a fraction in (0, 1]: min(1, I / I_ridge)."""
     p, b = _machine(peak, bandwidth, dtype)
-    return _out(np.minimum(p, _positive("intensity", intensity) * b) / p)
+    with np.errstate(all="ignore"):
+        return _out(np.minimum(p, _positive("intensity", intensity) * b) / p, "the efficiency")
 
 
 def is_memory_bound(intensity, ridge, *, dtype: str | None = None):
@@ -145,14 +155,23 @@ def plot(
         accelerators = [accelerators]
     if isinstance(dtypes, str):
         dtypes = (dtypes,)
+    accelerators = validate.sequence("accelerators", accelerators, what="chips")
+    dtypes = validate.names("dtypes", dtypes)
+    if operations is not None:
+        operations = validate.mapping("operations", operations,
+                                      what="name -> intensity or (intensity, FLOP/s)", empty=True)
+    if len(accelerators) * len(dtypes) > 64:
+        raise ValueError(f"plot draws at most 64 rooflines (chips x precisions), got "
+                         f"{len(accelerators)} x {len(dtypes)}")
     chips = [get_accelerator(a) for a in accelerators]
     if not any(chip.has(dtype) for chip in chips for dtype in dtypes):
         raise ValueError(f"none of {[c.name for c in chips]} has a peak for {list(dtypes)}")
     label_ridges = boolean("label_ridges", label_ridges)
-    lo, hi = float(_positive("imin", imin)), float(_positive("imax", imax))
+    lo = validate.real("imin", imin, minimum=1e-30, maximum=1e30)
+    hi = validate.real("imax", imax, minimum=1e-30, maximum=1e30)
     if lo >= hi:
         raise ValueError(f"imin ({imin}) must be below imax ({imax})")
-    if ax is None:
+    if validate.axes("ax", ax) is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
 
     x = np.geomspace(lo, hi, 256)
@@ -171,6 +190,9 @@ def plot(
 
     marked = {}  # operations without a measured rate: a vertical line, named on top
     for name, spec in (operations or {}).items():
+        if isinstance(spec, tuple) and len(spec) != 2:
+            raise ValueError(f"operation {name!r} must be an intensity or (intensity, FLOP/s), "
+                             f"got {shorten(spec)}")
         intensity, achieved = spec if isinstance(spec, tuple) else (spec, None)
         intensity = float(_positive(f"intensity of {name!r}", intensity))
         if achieved is None:
@@ -214,6 +236,8 @@ def explore(accelerator, dtype: str, intensity: float, ax=None, label_ridges: bo
     TFLOPS, the efficiency (attainable / peak) and the regime.
     """
     chip = get_accelerator(accelerator)
+    if np.ndim(intensity) != 0:
+        raise ValueError(f"intensity must be one number (FLOPs/byte), got {shorten(intensity)}")
     p = attainable(intensity, chip, dtype=dtype)
     intensity = float(intensity)  # also for exact inputs, e.g. a Fraction from dtypes
     ax = plot([chip], (dtype,), ax=ax, label_ridges=label_ridges)

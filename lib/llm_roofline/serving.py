@@ -34,6 +34,7 @@ Times are bounds as in ``calculator`` (``mbu = mfu = 1``: no engine does better)
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 
 from . import validate
@@ -41,6 +42,12 @@ from .calculator import decode_step, estimate
 from .deployment import Setup, setup
 from .models import ModelConfig
 from .vram import memory
+
+_SETUP_OPTIONS = tuple(n for n, p in inspect.signature(setup).parameters.items()
+                      if p.kind is p.KEYWORD_ONLY)
+
+MAX_CHUNKS = 1024
+"""The most chunks ``chunked_prefill`` prices (one mixed step each)."""
 
 __all__ = [
     "ChunkedPrefill", "Disaggregation", "MixedStep", "Speculative", "chunked_prefill",
@@ -87,11 +94,17 @@ def speculative(model: ModelConfig | str, accelerator, batch: int, context: int,
     ``context`` as for ``decode_step``: the first verified token attends to ``context`` tokens.
     ``options``: ``setup``'s (``weight_dtype``, ``kv_dtype``, ``n_gpus``, ``mbu``, ...).
     """
+    validate.options("speculative", options, _SETUP_OPTIONS)
     s = setup(model, accelerator, **options)
     b = validate.integer("batch", batch)
+    top = s.model.max_context - 1  # the verified tokens and one context token must fit
+    if top < 1:
+        raise ValueError(f"speculative decoding needs a context of at least 2 tokens; "
+                         f"{s.model.name!r} has max_context {s.model.max_context}")
+    gamma = validate.integer("gamma", gamma, maximum=min(1024, top))
     tokens = expected_tokens(gamma, alpha)
-    gamma = int(gamma)
-    ctx = validate.integer("context", context, maximum=s.model.max_context - gamma)
+    ctx = validate.integer("context (with gamma drafted tokens)", context,
+                           maximum=s.model.max_context - gamma)
     verify = _step_s(s, b, gamma + 1, ctx - 1)
     if draft is None:
         draft_s = 0.0
@@ -127,10 +140,11 @@ def mixed_step(model: ModelConfig | str, accelerator, batch: int, context: int, 
     Per kernel: FLOPs of both parts, weights read once for all ``batch + chunk`` tokens, the
     KV traffic of both. ``batch`` may be 0 (the chunk alone).
     """
+    validate.options("mixed_step", options, _SETUP_OPTIONS)
     s = setup(model, accelerator, **options)
     b = validate.integer("batch", batch, minimum=0)
     ctx = validate.integer("context", context, maximum=s.model.max_context)
-    c = validate.integer("chunk", chunk)
+    c = validate.integer("chunk", chunk, maximum=s.model.max_context)
     past = validate.integer("chunk_past", chunk_past, minimum=0,
                             maximum=s.model.max_context - c)
     both = _mixed_costs(s, b, ctx - 1, c, past)
@@ -163,14 +177,16 @@ def chunked_prefill(model: ModelConfig | str, accelerator, batch: int, context: 
     itself while the weight matmuls stay memory-bound) and raises the newcomer's TTFT (more
     steps, each reading all the weights). ``context`` stays fixed over the chunks.
     """
-    p = validate.integer("prompt_len", prompt_len)
-    c = validate.integer("chunk", chunk, maximum=p)
-    starts = range(0, p, c)
-    steps = [mixed_step(model, accelerator, batch, context, min(c, p - i), chunk_past=i,
-                        **options).time_s for i in starts]
+    validate.options("chunked_prefill", options, _SETUP_OPTIONS)
     s = setup(model, accelerator, **options)
     b = validate.integer("batch", batch)
-    without = _step_s(s, b, 1, validate.integer("context", context) - 1)
+    ctx = validate.integer("context", context, maximum=s.model.max_context)
+    p = validate.integer("prompt_len", prompt_len, maximum=s.model.max_context)
+    c = validate.integer("chunk", chunk, minimum=-(-p // MAX_CHUNKS), maximum=p)
+    starts = range(0, p, c)
+    steps = [mixed_step(s.model, s.accelerator, b, ctx, min(c, p - i), chunk_past=i,
+                        **options).time_s for i in starts]
+    without = _step_s(s, b, 1, ctx - 1)
     return ChunkedPrefill(chunks=len(steps), ttft_s=sum(steps),
                           tpot_during_s=sum(steps) / len(steps), tpot_without_s=without)
 
@@ -199,9 +215,11 @@ def disaggregated(model: ModelConfig | str, accelerator, batch: int, prompt_len:
     mean context ``prompt_len + output_len // 2``; the KV cache handoff goes over the
     interconnect inside a node and over the network when the pools span nodes.
     """
+    if "n_gpus" in options:
+        raise ValueError("disaggregated takes no n_gpus: the GPUs are prefill_gpus + decode_gpus")
+    validate.options("disaggregated", options, _SETUP_OPTIONS)
     n_pre = validate.integer("prefill_gpus", prefill_gpus, maximum=2**20)
     n_dec = validate.integer("decode_gpus", decode_gpus, maximum=2**20)
-    options = {k: v for k, v in options.items() if k != "n_gpus"}
     b = validate.integer("batch", batch)
     p = validate.integer("prompt_len", prompt_len)
     o = validate.integer("output_len", output_len)

@@ -28,6 +28,7 @@ even batch 1 misses a limit (then ``batch`` is 0 and the times are batch 1's). O
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,13 @@ from .serving import mixed_step
 from .vram import max_batch
 
 __all__ = ["SLAChoice", "best_batch", "ttft_joining"]
+
+_OPTIONS = tuple(n for n, p in inspect.signature(estimate).parameters.items()
+                 if p.kind is p.KEYWORD_ONLY)
+"""The options ``best_batch`` and ``ttft_joining`` take: ``calculator.estimate``'s."""
+
+MAX_SWEEP = 65_536
+"""Batches up to this many are swept one by one; beyond, the limits are found by bisection."""
 
 _MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "n_gpus", "act_dtype", "weight_group_size",
                    "reserve_fraction", "prefill_chunk")
@@ -65,6 +73,7 @@ def ttft_joining(model: ModelConfig | str, accelerator, batch: int, prompt_len: 
     """TTFT (s) of one request whose prompt joins ``batch - 1`` users decoding at the mean
     context ``prompt_len + output_len // 2``: one mixed step (``serving.mixed_step``), plus
     ``queue_s`` if given."""
+    validate.options("ttft_joining", options, _OPTIONS)
     b = validate.integer("batch", batch)
     p = validate.integer("prompt_len", prompt_len)
     o = validate.integer("output_len", output_len)
@@ -78,6 +87,7 @@ def best_batch(model: ModelConfig | str, accelerator, prompt_len: int, output_le
                tpot_max_s: float, ttft_max_s: float, arrival: str = "burst",
                **options) -> SLAChoice:
     """The batch of highest throughput whose TPOT and TTFT meet the limits (module docs)."""
+    validate.options("best_batch", options, _OPTIONS)
     tpot_max = validate.real("tpot_max_s", tpot_max_s, minimum=0, open_min=True, unit="seconds")
     ttft_max = validate.real("ttft_max_s", ttft_max_s, minimum=0, open_min=True, unit="seconds")
     arrival = validate.choice("arrival", arrival, ("burst", "joining"))
@@ -86,6 +96,8 @@ def best_batch(model: ModelConfig | str, accelerator, prompt_len: int, output_le
     fit = int(max_batch(model, accelerator, p, o,
                         **{k: v for k, v in options.items() if k in _MEMORY_OPTIONS}))
     top = max(fit, 1)
+    if top > MAX_SWEEP:  # too many batches to sweep one by one: bisect (module docs)
+        return _bisected(model, accelerator, p, o, tpot_max, ttft_max, arrival, fit, options)
     batches = np.arange(1, top + 1)
     e = estimate(model, accelerator, batches, p, o, **options)
     tpot = np.atleast_1d(e.tpot_s)
@@ -119,6 +131,41 @@ def best_batch(model: ModelConfig | str, accelerator, prompt_len: int, output_le
         limited = "ttft"
     return SLAChoice(b, float(tpot[b - 1]), ttft_at(b), float(throughput[b - 1]), limited, fit,
                      min(tpot_batch, fit), min(ttft_batch, fit))
+
+
+def _bisected(model, accelerator, p, o, tpot_max, ttft_max, arrival, fit, options) -> SLAChoice:
+    """``best_batch`` when more than ``MAX_SWEEP`` batches fit: TPOT, TTFT and throughput
+    all grow with the batch (each kernel's time per token falls or stays), so the largest batch
+    meeting each limit, and the smallest batch of the highest throughput, are bisected."""
+    def one(b):
+        return estimate(model, accelerator, b, p, o, **options)
+
+    def ttft(b):
+        if arrival == "burst":
+            return one(b).ttft_s
+        return ttft_joining(model, accelerator, b, p, o, **options)
+
+    tpot_batch = _largest(lambda b: one(b).tpot_s <= tpot_max, fit)
+    ttft_batch = _largest(lambda b: ttft(b) <= ttft_max, fit)
+    last = min(fit, tpot_batch, ttft_batch)
+    if last == 0:
+        first = one(1)
+        return SLAChoice(0, float(first.tpot_s), float(ttft(1)), 0.0, "none", fit,
+                         tpot_batch, ttft_batch)
+    best = last / one(last).tpot_s
+    b = last - _largest(lambda k: (last - k + 1) / one(last - k + 1).tpot_s
+                        >= best * (1 - 1e-9), last) + 1
+    if b < last:
+        limited = "roof"
+    elif b == fit:
+        limited = "memory"
+    elif b == tpot_batch:
+        limited = "tpot"
+    else:
+        limited = "ttft"
+    e = one(b)
+    return SLAChoice(b, float(e.tpot_s), float(ttft(b)), float(b / e.tpot_s), limited, fit,
+                     tpot_batch, ttft_batch)
 
 
 def _largest(meets, top: int) -> int:

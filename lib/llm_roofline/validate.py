@@ -9,21 +9,40 @@ a boolean, ``4+3j`` is not a batch size, ``5e-324`` is not a usable fraction of 
 Integers are Python or NumPy integers (``bool`` is refused). Arrays of integers (the
 calculator's sweeps) may also hold whole floats such as ``32.0``, as NumPy makes them. Sizes
 are bounded by :data:`MAX_COUNT` so that products of them stay exact in float64 and never
-overflow int64.
+overflow int64; arrays by :data:`MAX_POINTS` and lists by :data:`MAX_ITEMS`.
+
+Beyond single values: :func:`options` refuses an unknown keyword option (a typo is not
+ignored), :func:`read_bytes` and :func:`read_json` read a file with a size cap that holds for
+devices and pipes (at most ``cap + 1`` bytes) and strict JSON, :func:`allocation` refuses an
+array larger than half the free memory before it is made, and :func:`unknown` is the one message
+for a name not found (``unknown model 'x'; did you mean 'y'? known: ...``).
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
+import itertools
+import json
 import math
 import numbers
+import os
+import re
+import stat
 from collections.abc import Iterable
 
 import numpy as np
 
 __all__ = [
-    "MAX_COUNT", "shorten", "integer", "integers", "real", "fraction", "boolean", "choice",
+    "MAX_COUNT", "MAX_FILE_BYTES", "MAX_ITEMS", "MAX_POINTS", "OneLineParser", "allocation",
+    "available_bytes", "axes", "boolean", "choice", "fraction", "integer", "integers", "mapping",
+    "names", "options", "read_bytes", "read_json", "real", "reals", "sequence", "shorten", "text",
+    "unknown",
 ]
+
+MAX_POINTS = 2**20
+"""The most elements an array argument (a sweep) may hold: every kernel of a sweep makes arrays
+of its size, so a larger one would exhaust memory before it is refused."""
 
 MAX_COUNT = 2**40
 """The largest count (batch, tokens, GPUs) accepted: about 1.1e12. Products of three such
@@ -32,11 +51,14 @@ for every realistic input."""
 
 
 def shorten(value, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters with an ellipsis and the full length."""
+    """``repr(value)`` on one line, cut to ``limit`` characters with an ellipsis and the full
+    length (a multi-line repr, such as a 2-D array's, has its line breaks and indents folded)."""
     try:
         text = repr(value)
     except Exception:  # a repr that raises is still named by its type
         text = f"<{type(value).__name__}>"
+    if "\n" in text or "\r" in text:
+        text = " ".join(text.split())
     if len(text) <= limit:
         return text
     return f"{text[: limit - 1]}… ({len(text)} characters)"
@@ -66,6 +88,8 @@ def integers(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT) ->
         raise ValueError(f"{what}, got {shorten(value)}") from None
     if array.size == 0:
         raise ValueError(f"{what}, got an empty array")
+    if array.size > MAX_POINTS:
+        raise ValueError(f"{name} may hold at most {MAX_POINTS:,} values, got {array.size:,}")
     kind = array.dtype.kind
     if kind not in "iuf":  # refuses bool, complex, strings, objects
         raise ValueError(f"{what}, got {shorten(value)}")
@@ -111,6 +135,30 @@ def real(name: str, value, *, minimum: float | None = None, maximum: float | Non
     return x
 
 
+def reals(name: str, value, *, minimum: float = 0.0, maximum: float = 1e300,
+          unit: str = "") -> np.ndarray | float:
+    """A finite real number, or a non-empty array of them, within ``[minimum, maximum]``: a
+    ``float`` for a scalar, a float64 array otherwise (strings, booleans, ``None`` refused)."""
+    what = (f"{name} must be a finite number{' of ' + unit if unit else ''} from {minimum:g} "
+            f"to {maximum:g} (or an array of them)")
+    if isinstance(value, str | bytes | bool | np.bool_) or value is None:
+        raise ValueError(f"{what}, got {shorten(value)}")
+    try:
+        array = np.asarray(value)
+        if array.dtype.kind not in "iuf" or array.size == 0:
+            raise TypeError
+        if array.size > MAX_POINTS:
+            raise OverflowError
+        array = array.astype(float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what}, got {shorten(value)}") from None
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.isfinite(array) & (array >= minimum) & (array <= maximum))
+    if np.any(bad):
+        raise ValueError(f"{what}, got {shorten(array[bad].flat[0].item())}")
+    return float(array) if array.ndim == 0 else array
+
+
 def fraction(name: str, value, *, minimum: float = 1e-3) -> float:
     """A fraction of a peak (MBU, MFU) in ``[minimum, 1]``: 0.1 % to 100 % by default.
 
@@ -135,6 +183,97 @@ def _key(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
+def text(name: str, value, *, limit: int = 200, empty: bool = False) -> str:
+    """A string of at most ``limit`` characters on one line (not blank unless ``empty``)."""
+    if (not isinstance(value, str) or len(value) > limit or "\n" in value or "\r" in value
+            or (not empty and not value.strip())):
+        raise ValueError(f"{name} must be {'a' if empty else 'a non-empty'} string of at most "
+                         f"{limit:,} characters on one line, got {shorten(value)}")
+    return value
+
+
+MAX_ITEMS = 100_000
+"""The most items a list argument (names, sizes, rows) may hold."""
+
+
+def sequence(name: str, value, *, what: str = "values", empty: bool = False) -> list:
+    """A list, tuple, range, 1-D array or other iterable (a generator) of at most
+    :data:`MAX_ITEMS` items, as a list; a string, a dict or a scalar is refused."""
+    from collections.abc import Iterable, Mapping
+
+    what = (f"{name} must be a {'' if empty else 'non-empty '}list of {what} "
+            f"(at most {MAX_ITEMS:,})")
+    if isinstance(value, np.ndarray):
+        value = value.tolist() if value.ndim == 1 else value
+    if isinstance(value, str | bytes | Mapping | np.ndarray) or not isinstance(value, Iterable):
+        raise ValueError(f"{what}, got {shorten(value)}")
+    try:
+        items = list(itertools.islice(value, MAX_ITEMS + 1))
+    except Exception:  # an iterable that fails while read
+        raise ValueError(f"{what}, got {shorten(value)}") from None
+    if (not items and not empty) or len(items) > MAX_ITEMS:
+        raise ValueError(f"{what}, got {shorten(value)}")
+    return items
+
+
+def names(name: str, value) -> list[str]:
+    """A non-empty list of names (strings)."""
+    items = sequence(name, value, what="names")
+    for i, item in enumerate(items):
+        text(f"{name}[{i}]", item)
+    return items
+
+
+def mapping(name: str, value, *, what: str = "name -> value", empty: bool = False) -> dict:
+    """A dict (or other mapping) with string keys, as a dict."""
+    from collections.abc import Mapping
+
+    if not isinstance(value, Mapping) or (not value and not empty) or len(value) > MAX_ITEMS or (
+            not all(isinstance(k, str) for k in value)):
+        raise ValueError(f"{name} must be a {'' if empty else 'non-empty '}dict of {what}, got "
+                         f"{shorten(value)}")
+    return dict(value)
+
+
+def axes(name: str, ax, *, optional: bool = True):
+    """A Matplotlib ``Axes`` (or ``None`` when ``optional``: the function makes one)."""
+    if ax is None and optional:
+        return None
+    try:
+        from matplotlib.axes import Axes
+    except ImportError:  # pragma: no cover - the library's figures need Matplotlib
+        Axes = ()
+    if not isinstance(ax, Axes):
+        raise ValueError(f"{name} must be a Matplotlib Axes{' or None' if optional else ''}, got "
+                         f"{shorten(ax)}")
+    return ax
+
+
+def unknown(name: str, value, known: Iterable[str], close: Iterable[str] = ()) -> ValueError:
+    """The one message for a name not found: ``unknown model 'x'; did you mean 'y'? known: ...``.
+
+    The value and each known name are shortened, and the list is cut after 60 names.
+    """
+    known = [shorten(k, 40)[1:-1] if isinstance(k, str) else shorten(k, 40) for k in known]
+    listed = ", ".join(known[:60]) + (f" and {len(known) - 60:,} more" if len(known) > 60 else "")
+    close = list(dict.fromkeys(close))
+    hint = f"did you mean {' or '.join(shorten(c, 40) for c in close)}? " if close else ""
+    return ValueError(f"unknown {name} {shorten(value, 40)}; {hint}known: {listed}")
+
+
+def options(where: str, given: dict, allowed: Iterable[str]) -> dict:
+    """``given`` (a function's ``**options``) if every key is one of ``allowed``; an unknown
+    option (a typo such as ``kv_dtpye``) is refused with the closest names, not ignored."""
+    allowed = list(allowed)
+    for key in given:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=2, cutoff=0.6)
+            hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+            raise ValueError(f"{where} takes no option {shorten(key, 40)}; {hint}"
+                             f"allowed: {', '.join(allowed)}")
+    return given
+
+
 def choice(name: str, value, allowed: Iterable[str], *, aliases: dict[str, str] | None = None) -> str:
     """One of ``allowed`` (or a key of ``aliases``, mapped to its value), with suggestions.
 
@@ -150,8 +289,151 @@ def choice(name: str, value, allowed: Iterable[str], *, aliases: dict[str, str] 
     found = table.get(_key(value))
     if found is not None:
         return found
-    close = difflib.get_close_matches(_key(value), list(table), n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(table[c]) for c in dict.fromkeys(close))}?" if close else ""
-    raise ValueError(
-        f"unknown {name} {shorten(value, 40)}{hint} Known: {', '.join(allowed)}"
-    )
+    key = _key(value[:1000])  # a megabyte-long name is not compared letter by letter
+    close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.6)
+    raise unknown(name, value, allowed, [table[c] for c in close])
+
+
+# ---- files -----------------------------------------------------------------------------------
+
+MAX_FILE_BYTES = 16 * 2**20
+"""The largest data file the library reads (16 MiB): its own files and a reader's are a few kB."""
+
+
+def _shown(path) -> str:
+    """A path quoted, cut at the front when long: its end (the file's name) is what tells."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    text = text if isinstance(text, str) else repr(text)
+    return repr(text) if len(text) <= 100 else repr("…" + text[-99:])
+
+
+def read_bytes(what: str, path, *, cap: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the file ``path``, at most ``cap`` of them, for ``what`` (``"config"``).
+
+    Reads at most ``cap + 1`` bytes, so a device (``/dev/zero``), a pipe or a file growing
+    while it is read cannot exhaust memory or hang the reader; a folder, a missing file, a
+    name too long, an unreadable file and one over ``cap`` bytes raise one-line ``ValueError``
+    naming the path.
+    """
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+        raise ValueError(f"{what} path must be a file name, got {shorten(path)}")
+    name = os.fspath(path)
+    shown = _shown(name)
+    if not name.strip():
+        raise ValueError(f"{what} path is empty; give a file name")
+    if "\x00" in name:
+        raise ValueError(f"{what} {shown} is not a valid path (it holds a NUL character)")
+    try:
+        mode = os.stat(name).st_mode
+        if stat.S_ISDIR(mode):
+            raise ValueError(f"{what} {shown} is a folder, not a file")
+        if not stat.S_ISREG(mode) and not stat.S_ISFIFO(mode) and not stat.S_ISCHR(mode):
+            raise ValueError(f"{what} {shown} is not a regular file")
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) * (not stat.S_ISREG(mode))
+        fd = os.open(name, flags)
+        with os.fdopen(fd, "rb") as f:
+            chunks, size = [], 0
+            while size <= cap:
+                chunk = f.read(min(cap + 1 - size, 2**20))
+                if chunk is None:  # a pipe whose writer has sent nothing yet
+                    raise BlockingIOError
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        raise ValueError(f"cannot read {what} {shown}: no such file") from None
+    except BlockingIOError:
+        raise ValueError(f"{what} {shown} gives no data now (a pipe with no writer?)") from None
+    except OSError as err:
+        raise ValueError(f"cannot read {what} {shown}: {err.strerror or type(err).__name__}") from None
+    if size > cap:
+        raise ValueError(f"{what} {shown} is larger than {cap:,} bytes, too large to be "
+                         f"a {what} file")
+    return b"".join(chunks)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(what: str, path, *, cap: int = MAX_FILE_BYTES, parse_float=float):
+    """The JSON value of the file ``path`` (read as :func:`read_bytes` does), in strict JSON:
+    no ``NaN`` or ``Infinity``, no number of more than 4,300 digits, no nesting too deep for
+    Python; each refused with one line naming the path."""
+    raw = read_bytes(what, path, cap=cap)
+    shown = _shown(path)
+    if not raw.strip():
+        raise ValueError(f"{what} {shown} is empty")
+    try:
+        text = raw.decode("utf-8-sig")
+        if "\x00" in text:
+            raise UnicodeDecodeError("utf-8", raw, 0, 1, "NUL byte")
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} {shown} is not a text file (binary?)") from None
+    try:
+        return json.loads(text, parse_float=parse_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what} {shown} is not valid JSON ({err.msg}, line {err.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{what} {shown} nests JSON too deeply to read") from None
+    except ValueError as err:  # NaN, Infinity, or an integer of more than 4,300 digits
+        reason = "a number with too many digits" if "digits" in str(err) else str(err)
+        raise ValueError(f"{what} {shown} is not strict JSON ({reason})") from None
+
+
+# ---- memory ----------------------------------------------------------------------------------
+
+
+def available_bytes() -> int | None:
+    """Memory the system can give a new allocation now (bytes), or None if unknown.
+
+    ``psutil.virtual_memory().available`` if psutil is installed, else ``MemAvailable`` from
+    ``/proc/meminfo`` (Linux), else the free physical pages (``os.sysconf``).
+    """
+    try:
+        import psutil
+    except ImportError:
+        pass
+    else:
+        return int(psutil.virtual_memory().available)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def allocation(what: str, nbytes: float) -> None:
+    """Refuse, before allocating, ``nbytes`` that would take more than half the memory
+    available now (the rest is the notebook's and the system's)."""
+    free = available_bytes()
+    if free is not None and nbytes > free // 2:
+        raise ValueError(
+            f"{what} would take {nbytes / 2**20:,.0f} MiB, more than half of the "
+            f"{free / 2**20:,.0f} MiB of memory available now; choose smaller sizes")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and exit code 2: every command line of the
+    package (``llm-roofline``, the calibration's and the student edition's) speaks with it.
+
+    Subclass it and set ``label`` to name another program in its messages.
+    """
+
+    label = "llm_roofline"  # the name the one-line error starts with
+
+    def error(self, message: str):
+        # "argument --batch: --batch must be ..." says the flag once
+        found = re.fullmatch(r"argument (\S+): (\1 .*)", message, re.DOTALL)
+        message = found.group(2) if found else message
+        found = re.fullmatch(r"argument (\S+?)(/\S+)?: expected one argument", message)
+        if found:
+            message = f"{found.group(1)} needs a value"
+        self.exit(2, f"{self.label}: error: {' '.join(message.split())}\n")

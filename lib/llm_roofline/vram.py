@@ -14,6 +14,7 @@ weights + KV + activations <= memory - reserve. Sizes are float64 products, so a
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,8 +106,14 @@ def max_prompt_len(model: ModelConfig | str, accelerator: Accelerator | str, bat
     0 if not even a one-token prompt fits. ``options`` are ``memory``'s. Found by bisection on
     the same memory function (memory grows with the prompt), up to the model's context limit.
     """
+    validate.options("max_prompt_len", options,
+                     [n for n, p in inspect.signature(memory).parameters.items()
+                      if p.kind is p.KEYWORD_ONLY])
     cfg = _model(model)
     batch = validate.integer("batch", batch)
+    if cfg.max_context < 2:
+        raise ValueError(f"max_prompt_len needs a context of at least 2 tokens; {cfg.name!r} has "
+                         f"max_context {cfg.max_context}")
     output_len = validate.integer("output_len", output_len, maximum=cfg.max_context - 1)
 
     def fits(p):

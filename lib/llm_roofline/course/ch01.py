@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..validate import real
-from .plots import PHASE_COLORS, axes
+from ..validate import real, sequence, shorten, text
+from .plots import PHASE_COLORS, axes_or_new
 from .registry import register, smallest
 
 __all__ = ['decode_share', 'snapshot']
@@ -22,7 +22,8 @@ def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=No
 
     A log x-axis of output tokens; ``threshold`` draws a dashed horizontal line (None: none).
     """
-    output_lens, shares = list(output_lens), list(shares)
+    output_lens = sequence("output_lens", output_lens, what="token counts", empty=True)
+    shares = sequence("shares", shares, what="fractions", empty=True)
     if len(output_lens) != len(shares) or not shares:
         raise ValueError(
             f"output_lens and shares must be non-empty and of one length, "
@@ -30,7 +31,11 @@ def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=No
         )
     for i, s in enumerate(shares):
         real(f"shares[{i}]", s, minimum=0.0, maximum=1.0)
-    ax = axes(ax, (7, 4))
+    for i, n in enumerate(output_lens):
+        real(f"output_lens[{i}]", n, minimum=0.0, open_min=True, maximum=1e15)
+    if label is not None:
+        text("label", label)
+    ax = axes_or_new(ax, (7, 4))
     ax.plot(output_lens, [100 * s for s in shares], color=color or PHASE_COLORS["decode"],
             linewidth=2, label=label)
     if threshold is not None:
@@ -55,6 +60,9 @@ def snapshot(tally) -> list[dict]:
     measured time and its share of the call, the FLOPs and bytes counted, and the FLOP/s and
     bytes/s achieved (counted over measured). Rows, not columns, so it fits a phone.
     """
+    if not all(callable(getattr(tally, a, None)) for a in ("seconds", "total")) or not (
+            isinstance(getattr(tally, "passes", None), list)):
+        raise ValueError(f"tally must be a Tally (of one generate call), got {shorten(tally)}")
     passes = list(tally.passes)
     phases = ("prefill", "decode")
     missing = [ph for ph in phases if not any(p["phase"] == ph for p in passes)]

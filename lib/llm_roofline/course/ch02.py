@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..counts import Cost, total
-from ..validate import choice, real
-from .plots import PHASE_COLORS, axes
+from ..validate import boolean, choice, mapping, names, real, shorten, text
+from .plots import PHASE_COLORS, axes_or_new
 from .registry import register, smallest
 
 __all__ = ['BYTE_UNITS', 'FLOP_UNITS', 'op_intensity', 'phase_rows', 'two_regimes']
@@ -32,6 +32,15 @@ def _scale(units: Mapping[str, float], unit: str, field: str) -> float:
     return units[choice(field, unit, units)]
 
 
+def _costs(name: str, costs) -> dict:
+    """A dict of operation name -> ``Cost`` (``Tally.costs``, ``formulas.op_costs``)."""
+    costs = mapping(name, costs, what="operation name -> formulas.Cost")
+    for op, cost in costs.items():
+        if not isinstance(cost, Cost):
+            raise ValueError(f"{name}[{op!r}] must be a formulas.Cost, got {shorten(cost)}")
+    return costs
+
+
 def phase_rows(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *,
                flop_unit: str = "MFLOP", byte_unit: str = "MB", totals: bool = True) -> list[dict]:
     """Per operation, prefill and decode side by side: FLOPs, bytes moved, FLOPs per byte.
@@ -41,6 +50,8 @@ def phase_rows(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *,
     nothing in both are left out; an intensity with no bytes is None (a dash in a table). The
     last row is the total of each phase when ``totals``.
     """
+    prefill, decode = _costs("prefill", prefill), _costs("decode", decode)
+    totals = boolean("totals", totals)
     if set(prefill) != set(decode):
         raise ValueError(
             f"prefill and decode must have the same operations; "
@@ -76,6 +87,10 @@ def op_intensity(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *, ax=
     KV-cache reads and writes) are left out. ``ridge`` draws a chip's ridge point as a
     vertical line: points left of it are memory-bound there.
     """
+    prefill, decode = _costs("prefill", prefill), _costs("decode", decode)
+    if ops is not None:
+        ops = names("ops", ops)
+    ridge_label = text("ridge_label", ridge_label, empty=True)
     unknown = [op for op in ops or () if op not in prefill]
     if unknown:
         raise ValueError(f"ops names operations prefill lacks: {unknown}; known: {', '.join(prefill)}")
@@ -85,7 +100,7 @@ def op_intensity(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *, ax=
         raise ValueError(f"decode lacks operations that prefill has: {missing}")
     if not ops:
         raise ValueError("prefill has no operation with both FLOPs and bytes")
-    ax = axes(ax, (7, 0.32 * len(ops) + 1.2))
+    ax = axes_or_new(ax, (7, 0.32 * len(ops) + 1.2))
     y = range(len(ops))
     for phase, costs in (("prefill", prefill), ("decode", decode)):
         ax.plot([costs[op].intensity for op in ops], list(y), "o", color=PHASE_COLORS[phase],
@@ -108,7 +123,7 @@ def two_regimes(ax=None):
     """The article's flowchart of one request: prefill once (GEMM), then decode in a loop (GEMV)."""
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-    ax = axes(ax, (7, 5.6))
+    ax = axes_or_new(ax, (7, 5.6))
     ax.set_xlim(0, 10)
     ax.set_ylim(0, 10.4)
     ax.set_axis_off()

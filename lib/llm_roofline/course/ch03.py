@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..dtypes import bytes_per_element
+from ..dtypes import bytes_per_element, canonical
 from ..hardware import get_accelerator
 from ..roofline import explore
-from ..validate import integer
+from ..validate import integer, names, sequence
 from .plots import PAGE, WIDTH
 from .registry import register
 
@@ -30,6 +30,13 @@ def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
     import matplotlib.pyplot as plt
 
     batch = integer("batch", batch)
+    chips = [get_accelerator(chip) for chip in sequence("chips", chips, what="accelerators")]
+    dtypes = names("dtypes", dtypes)
+    for dtype in dtypes:
+        canonical(dtype)  # an unknown precision is named before any figure is made
+    if len(chips) > 12 or len(dtypes) > 8:
+        raise ValueError(f"roofline_grid draws at most 12 chips by 8 precisions (a figure the "
+                         f"page can hold), got {len(chips)} by {len(dtypes)}")
     with plt.rc_context(PAGE):
         fig, axes = plt.subplots(len(chips), len(dtypes), figsize=(WIDTH, 2.6 * len(chips)),
                                  squeeze=False)

@@ -52,7 +52,8 @@ def op_points(costs: Mapping[str, Cost]) -> dict[str, tuple[str, float]]:
     ``"elementwise"``. Operations without FLOPs (embedding lookup, KV-cache reads and writes)
     have no intensity and are left out.
     """
-    if not isinstance(costs, Mapping) or not all(isinstance(c, Cost) for c in costs.values()):
+    if not isinstance(costs, Mapping) or not all(isinstance(c, Cost) for c in costs.values()) or (
+            not all(isinstance(op, str) for op in costs)):
         raise ValueError(
             f"costs must be a dict of operation name -> counts.Cost, got {validate.shorten(costs)}"
         )
@@ -95,7 +96,7 @@ def ops_on_roofline(
     if len(phases) > len(_PHASE_COLORS):
         raise ValueError(f"phases: at most {len(_PHASE_COLORS)} phases, got {len(phases)}")
     chip = get_accelerator(accelerator)
-    if ax is None:
+    if validate.axes("ax", ax) is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     rl.plot([chip], (dtype,), ax=ax, imin=imin, imax=imax)
     handles = []
@@ -138,9 +139,9 @@ def phases_on_roofline(
     or with ``legend=False`` (small multiples, sharing one figure legend) in the lower
     right, where the legend would be. Returns the Axes.
     """
-    from ..models import get_model
+    from ..models import resolve
 
-    cfg = get_model(model) if isinstance(model, str) else model
+    cfg = resolve(model)
     batch = validate.integer("batch", batch)
     prompt = validate.integer("prompt", prompt, maximum=cfg.max_context - 1)
     phases = {
@@ -164,7 +165,10 @@ def phases_on_roofline(
 
 def _axis(name: str, values, what: str) -> np.ndarray:
     """The x values of a line chart: a 1-D array of at least two positive numbers."""
-    x = np.asarray(values, dtype=float)
+    try:
+        x = np.atleast_1d(validate.reals(name, values, maximum=1e15))
+    except ValueError:
+        x = np.zeros(0)
     if x.ndim != 1 or x.size < 2 or not np.all(x > 0):
         raise ValueError(f"{name} must be a 1-D array of positive {what}, got {validate.shorten(values)}")
     return x
@@ -185,16 +189,19 @@ def intensity_vs_tokens(
     x = _axis("tokens", tokens, "counts")
     if not isinstance(curves, Mapping) or not curves:
         raise ValueError("curves must be a non-empty dict of label -> intensities")
-    if ax is None:
+    if validate.axes("ax", ax) is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     for i, (label, y) in enumerate(curves.items()):
-        y = np.asarray(y, dtype=float)
+        label = validate.text("curves label", label)
+        y = np.atleast_1d(validate.reals(f"curve {label!r}", y, minimum=1e-300, maximum=1e300))
         if y.shape != x.shape:
             raise ValueError(f"curve {label!r} has shape {y.shape}, tokens have {x.shape}")
         style = {"color": "k", "linestyle": "--"} if i == 0 else {"color": f"C{i - 1}"}
         ax.plot(x, y, label=label, linewidth=1.6, **style)
     if ridge is not None:
-        ax.axhline(ridge, color="C3", linestyle=":", linewidth=1.2, label=ridge_label)
+        ridge = validate.real("ridge", ridge, minimum=0, open_min=True, maximum=1e300)
+        ax.axhline(ridge, color="C3", linestyle=":", linewidth=1.2,
+                   label=validate.text("ridge_label", ridge_label, empty=True))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     for axis in (ax.xaxis, ax.yaxis):
@@ -221,10 +228,16 @@ def attainable_vs_batch(
     x = _axis("batches", batches, "sizes")
     if not isinstance(schemes, Mapping) or not schemes:
         raise ValueError("schemes must be a non-empty dict of label -> (tflops, critical batch)")
-    if ax is None:
+    if validate.axes("ax", ax) is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (label, (tflops, knee)) in enumerate(schemes.items()):
-        y = np.asarray(tflops, dtype=float)
+    for i, (label, scheme) in enumerate(schemes.items()):
+        label = validate.text("schemes label", label)
+        if not isinstance(scheme, tuple | list) or len(scheme) != 2:
+            raise ValueError(f"scheme {label!r} must be (tflops, critical batch), got "
+                             f"{validate.shorten(scheme)}")
+        tflops, knee = scheme
+        y = np.atleast_1d(validate.reals(f"scheme {label!r} tflops", tflops, minimum=1e-300,
+                                         maximum=1e300))
         if y.shape != x.shape:
             raise ValueError(f"scheme {label!r} has shape {y.shape}, batches have {x.shape}")
         knee = validate.real(f"critical batch of {label!r}", knee, minimum=0.0, open_min=True)

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ..hardware import get_accelerator
-from ..validate import real
+from ..validate import axes, integer, real
 from .registry import register
 
 __all__ = ['PARTS', 'kv_step_bars']
@@ -25,8 +25,11 @@ def kv_step_bars(ax, batch: int, context: int, model: str = "llama-3-8b",
     """
     from ..kv import step_traffic
 
+    axes("ax", ax, optional=False)
+    batch, context = integer("batch", batch), integer("context", context)
     traffic = step_traffic(model, batch, context)
     chip = get_accelerator(accelerator)
+    accelerator = accelerator if isinstance(accelerator, str) else chip.name
     gb = [traffic["weights"] / 1e9, traffic["kv"] / 1e9]
     ms = 1e3 * sum(traffic.values()) / chip.bandwidth
     ax.bar(["weights", "KV cache"], gb, color=[PARTS["weights"], PARTS["KV cache"]])

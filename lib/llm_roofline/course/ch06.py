@@ -13,11 +13,14 @@ drew, so tests can compare it with the library.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import numpy as np
 
+from .. import validate
 from ..calculator import estimate
+from ..serving import ChunkedPrefill
 from ..vram import max_batch
 from .registry import register
 
@@ -38,7 +41,24 @@ def latency_throughput(ax, model, accelerator, prompt_len: int, output_len: int,
     ``annotate``: batches to label ``B = n``, ``text_offset`` points from each. Returns
     ``batch``, ``tpot_ms``, ``tok_s``, ``fits`` (arrays) and ``max_batch``.
     """
-    b = np.asarray(batches, dtype=np.int64)
+    validate.axes("ax", ax, optional=False)
+    validate.options("latency_throughput", options,
+                     [n for n, p in inspect.signature(estimate).parameters.items()
+                      if p.kind is p.KEYWORD_ONLY])
+    b = np.atleast_1d(validate.integers("batches", batches))
+    if b.ndim != 1 or b.size > 4096:
+        raise ValueError(f"batches must be a list of at most 4,096 batch sizes, got "
+                         f"{validate.shorten(batches)}")
+    annotate = validate.sequence("annotate", annotate, what="batch sizes", empty=True)
+    for n in annotate:
+        if not np.any(b == n) or isinstance(n, bool):
+            raise ValueError(f"annotate must list batch sizes of batches, got {validate.shorten(n)}")
+    if label is not None:
+        validate.text("label", label)
+    if (not isinstance(text_offset, tuple | list) or len(text_offset) != 2):
+        raise ValueError(f"text_offset must be (dx, dy) in points, got {validate.shorten(text_offset)}")
+    for v in text_offset:
+        validate.real("text_offset", v, minimum=-1e4, maximum=1e4)
     e = estimate(model, accelerator, b, prompt_len, output_len, **options)
     tpot_ms, tok_s = np.atleast_1d(e.tpot_s) * 1e3, np.atleast_1d(e.throughput_tok_s)
     fit = int(max_batch(model, accelerator, prompt_len, output_len,
@@ -71,6 +91,13 @@ def client_timeline(ax, *, arrive_s: float, step_s: float, prefill_s: float, tpo
     whose end gives its first token, and then receives a token every ``tpot_s``.
     Returns ``queue_s``, ``ttft_s`` and ``token_s`` (the arrival times of its tokens).
     """
+    validate.axes("ax", ax, optional=False)
+    step_s = validate.real("step_s", step_s, minimum=1e-9, maximum=1e6, unit="seconds")
+    prefill_s = validate.real("prefill_s", prefill_s, minimum=0, maximum=1e6, unit="seconds")
+    tpot_s = validate.real("tpot_s", tpot_s, minimum=1e-9, maximum=1e6, unit="seconds")
+    n_tokens = validate.integer("n_tokens", n_tokens, maximum=1000)
+    steps_before = validate.integer("steps_before", steps_before, maximum=1000)
+    arrive_s = validate.real("arrive_s", arrive_s, minimum=0, maximum=1e9, unit="seconds")
     ms = 1e3
     if not 0 <= arrive_s < steps_before * step_s:
         raise ValueError(f"arrive_s must fall within the first {steps_before} steps "
@@ -98,6 +125,14 @@ def chunk_tradeoff(ax, chunks: Sequence[int], results: Sequence, *, color=None) 
     """Chunked prefill: the newcomer's TTFT (ms, x) against the running users' TPOT while the
     chunks run (ms, y), one point per chunk size, labelled; a dashed line at their TPOT with
     no prefill. ``results``: ``serving.chunked_prefill`` results, one per chunk size."""
+    validate.axes("ax", ax, optional=False)
+    chunks = validate.sequence("chunks", chunks, what="chunk sizes")
+    for c in chunks:
+        validate.integer("chunks", c)
+    results = validate.sequence("results", results, what="serving.chunked_prefill results")
+    if len(results) != len(chunks) or not all(isinstance(r, ChunkedPrefill) for r in results):
+        raise ValueError(f"results must be one serving.chunked_prefill result per chunk size "
+                         f"({len(chunks)}), got {validate.shorten(results)}")
     ttft = np.array([r.ttft_s for r in results]) * 1e3
     tpot = np.array([r.tpot_during_s for r in results]) * 1e3
     ax.plot(ttft, tpot, marker="o", color=color)

@@ -20,7 +20,7 @@ from ..counts import op_elements
 from ..critical import critical_batch, max_compute_context
 from ..hardware import get_accelerator
 from ..models import get_model
-from ..validate import choice, integer, real
+from ..validate import axes, choice, integer, real, shorten
 from ..vram import gpus_needed, max_batch, memory
 from .ch05 import PARTS
 from .plots import PAGE, WIDTH, GiB
@@ -175,13 +175,15 @@ def experts_read(models: Sequence[str] = ("deepseek-v3", "mixtral-8x7b"), larges
     import matplotlib.pyplot as plt
 
     top = integer("largest", largest, minimum=2)
-    if isinstance(models, str) or not 1 <= len(models) <= len(_MOE_COLOURS):
-        raise ValueError(f"models must be 1 to {len(_MOE_COLOURS)} model names, got {models!r}")
+    if not isinstance(models, list | tuple) or not 1 <= len(models) <= len(_MOE_COLOURS):
+        raise ValueError(f"models must be 1 to {len(_MOE_COLOURS)} model names, got "
+                         f"{shorten(models)}")
+    models = [get_model(name) for name in models]  # each name checked before any drawing
     batch = np.unique(np.geomspace(1, top, 80).astype(int))
     with plt.rc_context(PAGE):
         fig, ax = plt.subplots(figsize=(WIDTH, 3.8))
         for name, colour in zip(models, _MOE_COLOURS, strict=False):
-            cfg = get_model(name)
+            cfg, name = name, name.name
             step = op_elements(cfg, batch, 1, 0, absorbed=True)
             weights = sum(w for _, (_, w, _, _) in step.items())
             body = cfg.n_params - cfg.param_counts()["embedding"]
@@ -212,10 +214,12 @@ def dashboard(model="llama-3-70b", precision: str = "FP8", batch: int = 32, prom
 
     weights, kv = _precision(precision)
     chip = get_accelerator(gpu)
+    batch, prompt = integer("batch", batch), integer("prompt", prompt)  # one point, not a sweep
+    output, n_gpus = integer("output", output), integer("n_gpus", n_gpus)
     e = estimate(model, chip, batch, prompt, output, weight_dtype=weights, kv_dtype=kv,
                  n_gpus=n_gpus)
     m = e.memory
-    if ax is None:
+    if axes("ax", ax) is None:
         with plt.rc_context(PAGE):
             _, ax = plt.subplots(figsize=(WIDTH, 2.9), layout="constrained")
     left = 0.0

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..validate import choice, real
+from ..validate import axes, boolean, choice, mapping, real, sequence
 
-__all__ = ["GiB", "PAGE", "PHASE_COLORS", "WIDTH", "axes", "timeline"]
+__all__ = ["GiB", "PAGE", "PHASE_COLORS", "WIDTH", "axes_or_new", "timeline"]
 
 
 GiB = 2**30
@@ -31,11 +31,11 @@ PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b6ca8"}
 """One colour per phase, used by every figure of the two chapters."""
 
 
-def axes(ax, figsize):
+def axes_or_new(ax, figsize):
     """``ax``, or the Axes of a new figure of ``figsize`` when ``ax`` is None."""
     import matplotlib.pyplot as plt
 
-    if ax is None:
+    if axes("ax", ax) is None:
         _, ax = plt.subplots(figsize=figsize)
     return ax
 
@@ -50,14 +50,17 @@ def timeline(passes: Sequence[Mapping], flops: Sequence[float], *, ax=None, log:
     """
     from matplotlib.patches import Patch, Rectangle
 
-    passes, flops = list(passes), list(flops)
+    passes = sequence("passes", passes, what="Tally.passes dicts", empty=True)
+    flops = sequence("flops", flops, what="FLOPs", empty=True)
+    log = boolean("log", log)
     if not passes:
         raise ValueError("passes must hold at least one forward pass, got none")
     if len(flops) != len(passes):
         raise ValueError(f"flops must have one value per pass ({len(passes)}), got {len(flops)}")
-    ax = axes(ax, (7, 3.6))
+    ax = axes_or_new(ax, (7, 3.6))
     start, top = 0.0, 0.0
     for i, (p, f) in enumerate(zip(passes, flops, strict=True)):
+        p = mapping(f"passes[{i}]", p, what="phase and seconds")
         phase = choice(f"passes[{i}]['phase']", p.get("phase"), PHASE_COLORS)
         seconds = real(f"passes[{i}]['seconds']", p.get("seconds"), minimum=0.0, open_min=True)
         f = real(f"flops[{i}]", f, minimum=0.0)

@@ -15,24 +15,24 @@ literal input it is).
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
+
+from ..validate import real, shorten
 
 __all__ = ['fmt_like', 'states']
 
 
-_NUMBER = re.compile(r"^[-−]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?$")
+_NUMBER = re.compile(r"^[-−]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?$", re.ASCII)
 
 
 def fmt_like(value, text: str) -> str:
     """``value`` printed the way ``text`` is: its decimals, with thousands separators if it has them."""
-    if not isinstance(text, str) or not _NUMBER.match(text.strip()):
+    if not isinstance(text, str) or len(text) > 100 or not _NUMBER.match(text.strip()):
         raise ValueError(
-            f"text must be a number as the prose writes it, such as '1,476' or '0.34', got {text!r}"
+            f"text must be a number as the prose writes it, such as '1,476' or '0.34', got "
+            f"{shorten(text)}"
         )
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"value must be a finite real number, got {value!r}")
+    value = real("value", value)  # finite, not a bool, not an int beyond float's range
     text = text.strip().replace("−", "-")
     decimals = len(text.split(".")[1]) if "." in text else 0
     comma = "," if "," in text else ""
@@ -52,6 +52,6 @@ def states(value, text: str) -> None:
     printed = fmt_like(value, text)
     if printed != text.strip().replace("−", "-"):
         raise AssertionError(
-            f"the prose says {text!r} but the cell computes {printed} ({value!r}): "
+            f"the prose says {text!r} but the cell computes {printed} ({shorten(value)}): "
             "rewrite the prose to what the library now says"
         )

@@ -18,9 +18,13 @@ notebook's ``from llm_roofline.course.exercises import check`` knows every exerc
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from .. import validate
 from ..validate import shorten
 
 __all__ = ['Exercise', 'Verdict', 'check', 'list_exercises', 'register', 'smallest']
@@ -69,10 +73,17 @@ def register(id: str, expected: Callable[[], float], *, unit: str, hint: str,
     ``mistakes`` pairs a function giving the answer a typical mistake leads to with what
     went wrong (``(lambda: tpot / batch, "you divided the step time by the batch")``).
     """
+    id = validate.text("exercise id", id, limit=100)
     if id in _REGISTRY:
         raise ValueError(f"exercise id {id!r} is already registered")
-    if not 0 <= rtol < 1:
-        raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
+    if not callable(expected):
+        raise ValueError(f"expected must be a function of no arguments, got {shorten(expected)}")
+    unit = validate.text("unit", unit, limit=100)
+    hint = validate.text("hint", hint, limit=2000)
+    rtol = validate.real("rtol", rtol, minimum=0, maximum=1, open_max=True)
+    if isinstance(mistakes, str | bytes) or not isinstance(mistakes, Sequence):
+        raise ValueError(f"mistakes must be a list of (function, explanation), got "
+                         f"{shorten(mistakes)}")
     for mistake in mistakes:
         if not (isinstance(mistake, tuple) and len(mistake) == 2 and callable(mistake[0])
                 and isinstance(mistake[1], str)):
@@ -93,11 +104,14 @@ def check(id: str, answer: float) -> Verdict:
     whether the answer is too high or too low, in which coarse band (see the module
     docstring), and gives the hint.
     """
+    if not isinstance(id, str):
+        raise ValueError(f"exercise id must be a name such as 'roofline-1', got {shorten(id)}")
     if id not in _REGISTRY:
-        raise ValueError(f"unknown exercise {id!r}; known: {', '.join(_REGISTRY)}")
+        raise validate.unknown("exercise", id, _REGISTRY)
     exercise = _REGISTRY[id]
-    if isinstance(answer, bool):
-        raise ValueError(f"answer must be a number in {exercise.unit}, got {answer!r}")
+    if not isinstance(answer, numbers.Real) or isinstance(answer, bool | np.bool_):
+        # a string such as "5" is not graded: the notebook computes the answer as a number
+        raise ValueError(f"answer must be a number in {exercise.unit}, got {shorten(answer)}")
     try:
         value = float(answer)
     except (TypeError, ValueError):

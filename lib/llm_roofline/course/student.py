@@ -14,11 +14,12 @@ named and nothing is half-written.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
 from pathlib import Path
+
+from ..validate import OneLineParser, _shown, boolean, read_json, shorten
 
 __all__ = ['SOLUTION_TAG', 'main', 'strip_solutions', 'write_student_edition']
 
@@ -35,8 +36,13 @@ def strip_solutions(nb: dict) -> dict:
         if not isinstance(cell, dict) or "cell_type" not in cell:
             raise ValueError(f"cell {i} is not a notebook cell (a dict with a 'cell_type')")
         metadata = cell.get("metadata", {})
-        tags = metadata.get("tags", []) if isinstance(metadata, dict) else []
-        if SOLUTION_TAG in tags:
+        if not isinstance(metadata, dict):
+            raise ValueError(f"cell {i} metadata must be an object, got {shorten(metadata)}")
+        tags = metadata.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise ValueError(f"cell {i} metadata.tags must be a list of strings, got "
+                             f"{shorten(tags)}")
+        if SOLUTION_TAG in tags:  # an exact tag: "nosolution" is another tag
             continue
         cell = dict(cell)
         if cell.get("cell_type") == "code":
@@ -47,10 +53,17 @@ def strip_solutions(nb: dict) -> dict:
 
 def _read(path: Path) -> dict:
     try:
-        return strip_solutions(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
+        notebook = read_json("notebook", path)  # capped, strict JSON (no NaN), depth-safe
+        return strip_solutions(notebook)
+    except ValueError as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(f"{path} is not a valid notebook: {reason}") from None
+        raise ValueError(f"{_p(path)} is not a valid notebook: {reason}") from None
+
+
+def _p(path) -> str:
+    """A path for a message: as it is when short and printable, else quoted and shortened."""
+    text = str(path)
+    return text if len(text) <= 100 and text.isprintable() else _shown(text)
 
 
 def _overlaps(a: Path, b: Path) -> bool:
@@ -66,43 +79,75 @@ def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list
     written, and each is written to a temporary file first and then renamed, so a failure
     leaves no partial file behind.
     """
+    force = boolean("force", force)
+    for name, value in (("src", src), ("dest", dest)):
+        if not isinstance(value, str | os.PathLike) or not str(os.fspath(value)).strip():
+            raise ValueError(f"{name} must be a folder name, got {shorten(value)}")
     src, dest = Path(src), Path(dest)
-    if not src.is_dir():
-        raise ValueError(f"source folder {src} does not exist or is not a folder")
-    notebooks = sorted(src.glob("*.ipynb"))
+    try:
+        if not src.is_dir():
+            raise ValueError(f"source folder {_p(src)} does not exist or is not a folder")
+        notebooks = sorted(p for p in src.glob("*.ipynb") if p.is_file())
+        dest_resolved = dest.resolve()
+    except OSError as err:
+        raise ValueError(f"cannot read {_p(src)}: {err.strerror or err}") from None
     if not notebooks:
-        raise ValueError(f"no notebooks (*.ipynb) in {src}")
-    if _overlaps(src.resolve(), dest.resolve()):
+        raise ValueError(f"no notebooks (*.ipynb) in {_p(src)}")
+    if _overlaps(src.resolve(), dest_resolved):
         raise ValueError(
-            f"destination {dest} is the source folder {src} or overlaps it: the student edition "
+            f"destination {_p(dest)} is the source folder {_p(src)} or overlaps it: the student edition "
             "would overwrite the notebooks with their solutions; choose another folder"
         )
-    if dest.exists() and not dest.is_dir():
-        raise ValueError(f"destination {dest} exists and is not a folder")
+    for folder in (dest, *dest.parents):  # a file where a folder must be (DST under a file)
+        if folder.exists() or folder.is_symlink():
+            if not folder.is_dir():
+                raise ValueError(f"destination {_p(dest)}: {_p(folder)} exists and is not a folder")
+            break
     editions = {path.name: _read(path) for path in notebooks}  # all checked before any is written
-    existing = [dest / name for name in editions if (dest / name).exists()]
-    if existing and not force:
-        names = ", ".join(p.name for p in existing)
-        raise ValueError(f"{dest} already holds {names}: use --force to overwrite")
-    dest.mkdir(parents=True, exist_ok=True)
-    written = []
+    texts = {}
     for name, nb in editions.items():
-        out = dest / name
-        fd, tmp = tempfile.mkstemp(dir=dest, prefix=f".{name}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        written.append(out)
+            texts[name] = json.dumps(nb, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+        except (ValueError, TypeError, RecursionError) as err:
+            raise ValueError(f"{_p(src / name)} is not a valid notebook: {err}") from None
+    existing = [dest / name for name in editions if (dest / name).exists()
+                or (dest / name).is_symlink()]
+    blocked = [p for p in existing if not p.is_file()]
+    if blocked:
+        raise ValueError(f"{_p(blocked[0])} exists and is not a file: the student edition cannot "
+                         "replace it")
+    if existing and not force:
+        names = ", ".join(_p(p.name) for p in existing)
+        raise ValueError(f"{_p(dest)} already holds {names}: use --force to overwrite")
+    written = []
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            out = dest / name
+            fd, tmp = tempfile.mkstemp(dir=dest, prefix=f".{name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                os.replace(tmp, out)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            written.append(out)
+    except OSError as err:
+        raise ValueError(f"cannot write the student edition into {_p(dest)}: "
+                         f"{err.strerror or type(err).__name__}") from None
     return written
 
 
+class _Parser(OneLineParser):
+    """The student edition's command line: one-line errors, exit code 2."""
+
+    label = "llm_roofline.course.student"
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m llm_roofline.course.student",
-                                     description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m llm_roofline.course.student",
+                     description=__doc__.splitlines()[0])
     parser.add_argument("src", type=Path, help="folder of chapter notebooks, e.g. notebooks/")
     parser.add_argument("dest", type=Path,
                         help="folder to write the student edition into (not the source folder)")

@@ -275,9 +275,21 @@ def javascript() -> str:
 
 def write(folder: str | Path) -> Path:
     """Write ``calculator-data.js`` into ``folder`` (created if needed); return its path."""
+    import os
+
+    from ..validate import shorten
+
+    if not isinstance(folder, str | os.PathLike) or not str(os.fspath(folder)).strip():
+        raise ValueError(f"folder must be a folder name, got {shorten(folder)}")
     path = Path(folder) / DATA_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(javascript(), encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{shorten(str(path))} exists and is not a file")
+        path.write_text(javascript(), encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"cannot write {shorten(str(path))}: "
+                         f"{err.strerror or type(err).__name__}") from None
     return path
 
 

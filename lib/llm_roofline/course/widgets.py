@@ -15,7 +15,7 @@ import re
 import string
 from collections.abc import Callable, Sequence
 
-from ..validate import integer, real, shorten
+from ..validate import integer, real, sequence, shorten, text
 
 __all__ = ['html_table', 'live', 'scrubber']
 
@@ -49,9 +49,16 @@ def scrubber(
     from IPython.display import HTML
     from matplotlib.animation import FuncAnimation
 
-    values = list(values)
+    values = sequence("values", values, what="frame values", empty=True)
     if not values:
         raise ValueError("values must hold at least one frame value, got none")
+    if len(values) > 200:
+        raise ValueError(f"values must hold at most 200 frames (each is an image on the page), "
+                         f"got {len(values):,}")
+    if not callable(draw):
+        raise ValueError(f"draw must be a function draw(ax, value), got {shorten(draw)}")
+    label = text("label", label, empty=True)
+    interval = integer("interval", interval, minimum=10, maximum=60_000)
     _check_fmt(fmt, values[0])
     dpi = integer("dpi", dpi, minimum=20, maximum=600)
     if (not isinstance(figsize, Sequence) or isinstance(figsize, str) or len(figsize) != 2):
@@ -113,6 +120,7 @@ def html_table(rows: Sequence[dict], floatfmt: str | dict[str, str] = "{:,.1f}")
 
     from IPython.display import HTML
 
+    rows = sequence("rows", rows, what="dicts (column name -> value)", empty=True)
     if not rows:
         raise ValueError("rows must hold at least one row, got none")
     if not all(isinstance(row, dict) for row in rows):
@@ -128,6 +136,8 @@ def html_table(rows: Sequence[dict], floatfmt: str | dict[str, str] = "{:,.1f}")
                 f"lacks {shorten(missing)} and adds {shorten(extra)}"
             )
     formats = floatfmt if isinstance(floatfmt, dict) else dict.fromkeys(header, floatfmt)
+    for fmt in formats.values():
+        _check_fmt(fmt, 1.0)
 
     pad = "padding: 0.15em 0.6em"
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import validate
+from ..models import resolve
 from .tally import Tally
 
 __all__ = ["KVCache", "TinyLlama", "weight_shapes"]
@@ -76,6 +77,7 @@ def rope_tables(cfg, start, stop, dtype):
 
 def weight_shapes(cfg) -> dict[str, tuple[int, ...]]:
     """Hugging Face Llama parameter names and shapes for ``cfg``."""
+    cfg = resolve(cfg, "cfg", names=False)
     d, f = cfg.hidden_size, cfg.intermediate_size
     q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     shapes = {"model.embed_tokens.weight": (cfg.vocab_size, d)}
@@ -102,6 +104,23 @@ def weight_shapes(cfg) -> dict[str, tuple[int, ...]]:
     if not cfg.tie_embeddings:
         shapes["lm_head.weight"] = (cfg.vocab_size, d)
     return shapes
+
+
+def _check_config(cfg) -> None:
+    """``cfg`` if TinyLlama runs it exactly: a dense Llama-style decoder (SwiGLU, pre-norms,
+    full attention); anything else is refused rather than run as plain Llama."""
+    cfg = resolve(cfg, "cfg", names=False)
+    for field in ("n_routed_experts", "kv_lora_rank", "q_lora_rank", "sliding_window"):
+        if getattr(cfg, field, 0):
+            raise ValueError(f"TinyLlama runs dense decoders only; {cfg.name!r} sets {field}")
+    for field in ("post_norms", "qk_norm"):
+        if getattr(cfg, field):
+            raise ValueError(f"TinyLlama runs the Llama subset; {cfg.name!r} sets {field}")
+    if cfg.mlp_activation != "silu":
+        raise ValueError(f"TinyLlama runs the Llama subset: mlp_activation must be 'silu' "
+                         f"(SwiGLU), {cfg.name!r} has {cfg.mlp_activation!r}")
+    if not cfg.gated_mlp:
+        raise ValueError("TinyLlama runs the Llama subset: gated_mlp must be True (SwiGLU)")
 
 
 def _float_dtype(name: str, dtype) -> np.dtype:
@@ -144,10 +163,13 @@ class KVCache:
     @classmethod
     def empty(cls, cfg, batch: int, max_len: int, dtype=np.float32) -> KVCache:
         """An empty cache for ``batch`` sequences of up to ``max_len`` tokens of ``cfg``."""
+        cfg = resolve(cfg, "cfg", names=False)
         batch = validate.integer("batch", batch)
         max_len = validate.integer("max_len", max_len, maximum=cfg.max_context)
         shape = (cfg.n_layers, batch, cfg.n_kv_heads, max_len, cfg.head_dim)
         dtype = _float_dtype("KVCache dtype", dtype)
+        validate.allocation(f"a KV cache of batch {batch:,} and max_len {max_len:,}",
+                            2 * math.prod(shape) * dtype.itemsize)
         return cls(np.zeros(shape, dtype), np.zeros(shape, dtype))
 
     @property
@@ -175,11 +197,7 @@ class TinyLlama:
     """
 
     def __init__(self, cfg, weights: Mapping[str, np.ndarray], *, skip_masked: bool = False):
-        for field in ("n_routed_experts", "kv_lora_rank", "q_lora_rank"):
-            if getattr(cfg, field, 0):
-                raise ValueError(f"TinyLlama runs dense decoders only; {cfg.name!r} sets {field}")
-        if not cfg.gated_mlp:
-            raise ValueError("TinyLlama runs the Llama subset: gated_mlp must be True (SwiGLU)")
+        _check_config(cfg)
         if cfg.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {cfg.head_dim}")
         self.skip_masked = validate.boolean("skip_masked", skip_masked)
@@ -211,10 +229,15 @@ class TinyLlama:
     @classmethod
     def random(cls, cfg, seed: int = 0, dtype=np.float32, **kwargs) -> TinyLlama:
         """Random weights: N(0, 1/fan_in) matrices, N(0, 1) embeddings, unit norm weights."""
+        _check_config(cfg)
         rng = np.random.default_rng(validate.integer("seed", seed, minimum=0, maximum=2**64 - 1))
         dtype = _float_dtype("dtype", dtype)
+        shapes = weight_shapes(cfg)
+        largest = max(math.prod(shape) for shape in shapes.values())
+        validate.allocation(f"random weights of {cfg.name!r}",
+                            cfg.n_params * dtype.itemsize + 8 * largest)
         weights = {}
-        for name, shape in weight_shapes(cfg).items():
+        for name, shape in shapes.items():
             if name.endswith("norm.weight"):
                 w = np.ones(shape)
             elif name.endswith("bias"):
@@ -279,7 +302,11 @@ class TinyLlama:
             if temperature == 0:
                 nxt = logits.argmax(axis=-1)
             else:  # inverse CDF: the first token whose cumulative probability reaches u
-                p = softmax(logits.astype(np.float64) / temperature)
+                z = logits.astype(np.float64)
+                z -= z.max(axis=-1, keepdims=True)  # <= 0: a tiny temperature gives -inf, not NaN
+                with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                    z /= temperature
+                p = softmax(z)
                 u = rng.random((p.shape[0], 1))
                 nxt = np.minimum((p.cumsum(axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
             out.append(nxt[:, None])
@@ -424,6 +451,11 @@ class TinyLlama:
 
     def _run(self, tokens, cache, tally, phase):  # check the cache, run a pass, tally it
         self._check_cache(cache, *tokens.shape)
+        cfg, (B, n) = self.cfg, tokens.shape
+        span = cache.length + n
+        working = B * n * (cfg.vocab_size + 3 * cfg.intermediate_size + 4 * cfg.hidden_size
+                           + cfg.n_heads * (span if not self.skip_masked else 1))
+        validate.allocation(f"a pass of {B:,} x {n:,} tokens", working * self.act.itemsize)
         if tally is None:
             return self._forward(tokens, cache)
         if not isinstance(tally, Tally):
@@ -472,6 +504,8 @@ class TinyLlama:
         for name, shape in shapes.items():
             if arrays[name].shape != shape:
                 raise ValueError(f"weight {name} must have shape {shape}, got {arrays[name].shape}")
+            if not np.all(np.isfinite(arrays[name])):
+                raise ValueError(f"weight {name} holds NaN or infinite numbers")
         return {k: np.ascontiguousarray(arrays[k]) for k in shapes}
 
     def _check_tokens(self, tokens, ndim, name):

@@ -6,6 +6,7 @@ from time import perf_counter
 
 from ..counts import Cost, total
 from ..formulas import OPS
+from ..validate import shorten
 
 __all__ = ["PHASES", "Tally"]
 
@@ -40,7 +41,7 @@ class Tally:
     def begin(self, phase: str, batch: int, n_new: int, n_past: int) -> None:
         """Start a forward pass of ``batch`` x ``n_new`` new tokens after ``n_past`` cached ones."""
         if phase not in PHASES:
-            raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+            raise ValueError(f"phase must be one of {PHASES}, got {shorten(phase)}")
         self._phase = phase
         self.passes.append({"phase": phase, "batch": batch, "n_new": n_new, "n_past": n_past})
         self._start = self._mark = perf_counter()
@@ -64,7 +65,7 @@ class Tally:
     def costs(self, phase: str) -> dict[str, Cost]:
         """The cost of each operation in ``phase``, summed over its passes."""
         if phase not in PHASES:
-            raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+            raise ValueError(f"phase must be one of {PHASES}, got {shorten(phase)}")
         return {op: Cost(*(int(x) for x in r[:3])) for op, r in self._acc[phase].items()}
 
     def total(self, phase: str | None = None) -> Cost:
