@@ -642,7 +642,7 @@ def test_max_batch_is_not_its_search_cap():
     assert memory(cfg, H100, most, 1, 1).free >= 0 > memory(cfg, H100, most + 1, 1, 1).free
 
 
-# --- the bound stays a bound -------------------------------------------------------------------
+# --- the floor stays a floor -------------------------------------------------------------------
 @pytest.mark.parametrize(("model", "gpu", "n", "dtypes", "batch", "prompt", "output", "metric",
                           "measured"), [
     # TensorRT-LLM v0.7a, Llama-2-70B FP8, 8 x H200: 3,163 output tok/s per GPU
@@ -656,15 +656,17 @@ def test_max_batch_is_not_its_search_cap():
     # vLLM 0.9.1 on 8 x MI300X, Llama-3.1-70B FP8 with FP8 KV, 3,200 users: 12,638.9 tok/s
     ("llama-3-70b", "mi300x", 8, ("fp8", "fp8"), 3200, 128, 2048, "tok/s", 12638.9),
 ])
-def test_published_engines_never_beat_the_bound(model, gpu, n, dtypes, batch, prompt, output,
+def test_published_engines_never_beat_the_floor(model, gpu, n, dtypes, batch, prompt, output,
                                                 metric, measured):
     """Rows of /work/shared/data/measured-inference.csv (sources there): with mbu = mfu = 1,
-    latencies included, the calculator is never slower than a measured engine."""
+    latencies included, the floor is never slower than a measured engine. (These engines do not
+    beat the kernel-by-kernel time either; that is a fact of the data, not a law.)"""
     est = lr.estimate(model, gpu, batch, prompt, output, weight_dtype=dtypes[0],
                       kv_dtype=dtypes[1], n_gpus=n)
-    predicted = {"tok/s/gpu": batch * output / est.e2e_s / n, "tok/s": batch * output / est.e2e_s,
-                 "tok/s/user": 1 / est.tpot_s, "itl_ms": est.tpot_s * 1e3}[metric]
-    assert predicted <= measured if metric == "itl_ms" else predicted >= measured
+    for e2e, tpot in ((est.e2e_floor_s, est.tpot_floor_s), (est.e2e_s, est.tpot_s)):
+        predicted = {"tok/s/gpu": batch * output / e2e / n, "tok/s": batch * output / e2e,
+                     "tok/s/user": 1 / tpot, "itl_ms": tpot * 1e3}[metric]
+        assert predicted <= measured if metric == "itl_ms" else predicted >= measured
 
 
 def test_a_windowed_kernel_is_averaged_step_by_step(monkeypatch):

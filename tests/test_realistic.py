@@ -104,7 +104,7 @@ def test_rocm_factor_scales_every_efficiency_on_amd_only():
 def test_it_is_labelled_a_calibrated_prediction():
     r = R.estimate("llama-3-8b", "h100", 1, 128, 128)
     assert r.kind == "calibrated prediction"
-    assert "calibrated prediction" in r.label and "not the bound" in r.label
+    assert "calibrated prediction" in r.label and "not a floor" in r.label
     assert r.preset.name == "default"
     assert R.estimate("llama-3-8b", "h100", 1, 128, 128, engine="vllm").preset.name == "vLLM"
 

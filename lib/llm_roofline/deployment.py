@@ -125,15 +125,45 @@ class Setup:
         return flops / self.peak >= moved / self.bandwidth
 
     def roofline_s(self, flops, moved) -> Number:
-        """One kernel's time: ``max(FLOPs / peak, bytes / bandwidth)``, attainable figures."""
+        """One kernel's time on its own roofline: ``max(FLOPs / peak, bytes / bandwidth)``.
+
+        Attainable figures. Summed over kernels it is the kernel-by-kernel time, what an engine
+        pays running them one after another with nothing overlapping; not the floor
+        (``calculator``'s module docs).
+        """
         return np.maximum(flops / self.peak, moved / self.bandwidth)
 
     def allreduce_s(self, tokens) -> Number:
-        """Two all-reduces of the hidden state per layer for ``tokens`` tokens, seconds."""
+        """Two all-reduces of the hidden state per layer for ``tokens`` tokens, seconds.
+
+        Ring all-reduces one after another, each with its latency (``Accelerator.allreduce_s``):
+        the collectives' part of the kernel-by-kernel time.
+        """
         if self.n_gpus == 1:
             return np.zeros(np.shape(tokens)) if np.ndim(tokens) else 0.0
         message = np.asarray(tokens, dtype=float) * self.model.hidden_size * self.sizes["act"]
         return 2 * self.model.n_layers * self.accelerator.allreduce_s(self.n_gpus, message)
+
+    @property
+    def collectives_per_pass(self) -> int:
+        """All-reduces of a forward pass under tensor parallelism: two per layer (0 on one GPU)."""
+        return 0 if self.n_gpus == 1 else 2 * self.model.n_layers
+
+    def allreduce_floor(self, tokens) -> tuple[Number, Number, float]:
+        """The pass's all-reduces at their least cost: ``(interconnect_s, network_s, latency_s)``.
+
+        The seconds the scale-up link and the network are busy with the bytes each GPU must
+        move at the least (``Accelerator.allreduce_floor``: a ring, or half of it less behind a
+        switch that reduces in the network), and the fixed latencies, each summed over the
+        ``collectives_per_pass`` all-reduces of ``tokens`` tokens' hidden states.
+        """
+        n = self.collectives_per_pass
+        if n == 0:
+            zero = np.zeros(np.shape(tokens)) if np.ndim(tokens) else 0.0
+            return zero, zero, 0.0
+        message = np.asarray(tokens, dtype=float) * self.model.hidden_size * self.sizes["act"]
+        link, network, latency = self.accelerator.allreduce_floor(self.n_gpus, message)
+        return n * link, n * network, n * latency
 
     def weight_bytes_by_op(self) -> dict[str, float]:
         """Bytes of weights one GPU holds, per op (``ModelConfig.params_by_op`` times its share)."""

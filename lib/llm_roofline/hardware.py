@@ -52,6 +52,7 @@ class Accelerator:
     network: str | None = None  # scale-out link beyond the domain; None: none in the data
     network_bandwidth: float | None = None  # bytes/s per chip, both directions together
     network_latency_s: float = 0.0  # fixed time a collective adds when it crosses the network, s
+    in_switch_reduction: bool = False  # the switch sums an all-reduce (NVLink SHARP)
 
     def nodes(self, n_gpus: int) -> int:
         """How many scale-up domains (nodes) ``n_gpus`` chips fill: ``ceil(n_gpus / domain_size)``.
@@ -80,7 +81,10 @@ class Accelerator:
         ``d`` chips: the hierarchical all-reduce engines use: reduce-scatter and all-gather
         inside each node (the ring's bytes over the interconnect), and an all-reduce of each
         chip's ``m/d`` shard across the nodes over the network, ``2*(k-1)/k * m/d`` each way,
-        plus both latencies. Each term is the least a real implementation pays: a bound.
+        plus both latencies. This is the time of the ring algorithms NCCL uses by default, one
+        collective after another; it is not the least possible: a switch that reduces in the
+        network moves fewer bytes, and an engine can overlap a collective with other work
+        (``allreduce_floor``).
         """
         nodes = self.nodes(n_gpus)
         m = np.asarray(message_bytes, dtype=float)
@@ -95,6 +99,35 @@ class Accelerator:
             time = time + (2 * (nodes - 1) / nodes * m / inside / (self.network_bandwidth / 2)
                            + self.network_latency_s)
         return time
+
+    def allreduce_floor(self, n_gpus: int, message_bytes) -> tuple:
+        """The least one all-reduce of ``message_bytes`` over ``n_gpus`` costs, by resource.
+
+        Returns ``(interconnect_s, network_s, latency_s)``: the seconds the scale-up link is
+        busy with the bytes each chip must send (and receive) at the least, the seconds the
+        network is, and the fixed latency. Inside a domain the least is a ring's
+        ``2*(d-1)/d * m`` each way, except behind a switch that reduces in the network
+        (``in_switch_reduction``, NVLink SHARP): there each chip sends its ``m`` bytes once
+        and receives the sum once, ``m`` each way. Across ``k`` nodes the network carries each
+        chip's ``2*(k-1)/k * m/d`` each way (the hierarchical all-reduce). The three are
+        separate resources: an engine can keep them busy at once, or overlap them with math.
+        """
+        nodes = self.nodes(n_gpus)
+        m = np.asarray(message_bytes, dtype=float)
+        zero = np.zeros(m.shape) if m.ndim else 0.0
+        if n_gpus == 1:
+            return zero, zero, 0.0
+        inside = min(n_gpus, self.domain_size)
+        link = network = zero
+        latency = 0.0
+        if inside > 1:
+            each_way = m if self.in_switch_reduction else 2 * (inside - 1) / inside * m
+            link = each_way / (self.group_bandwidth(inside) / 2)
+            latency += self.collective_latency_s
+        if nodes > 1:
+            network = 2 * (nodes - 1) / nodes * m / inside / (self.network_bandwidth / 2)
+            latency += self.network_latency_s
+        return link, network, latency
 
     def send_s(self, message_bytes, *, across_nodes: bool):
         """Time of one point-to-point transfer of ``message_bytes`` (pipeline stages, KV handoff).
@@ -182,6 +215,7 @@ def _from_record(record: dict) -> Accelerator:
         network=net["name"] if net else None,
         network_bandwidth=float(Decimal(net["bandwidth_gb_s"]) * _GIGA) if net else None,
         network_latency_s=float(Decimal(net["latency_us"]) / 10**6) if net else 0.0,
+        in_switch_reduction=bool(link.get("in_switch_reduction", False)) if link else False,
     )
 
 

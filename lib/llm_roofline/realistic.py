@@ -1,6 +1,7 @@
 """A calibrated prediction: what a tuned engine achieves, fitted on published measurements.
 
-The calculator is a bound (``mbu = mfu = 1``). This module answers the next question, what will
+The calculator gives a floor no engine beats and the kernel-by-kernel time at peak (``mbu = mfu =
+1``), which an engine that overlaps its kernels can beat. This module answers the next question, what will
 I actually get, with the same per-kernel rooflines and ten numbers fitted on the measurements of
 ``llm_roofline.measured`` (stored with the fit's provenance in ``data/realistic.json``):
 
@@ -23,7 +24,7 @@ I actually get, with the same per-kernel rooflines and ten numbers fitted on the
     a fixed time added once to the TTFT (scheduling, tokenising, the first step's launch).
 
 So a pass takes the sum over kernels of ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``
-with the kernel's own efficiencies, plus the bound's all-reduces, plus ``n_layers *
+with the kernel's own efficiencies, plus the calculator's all-reduces, plus ``n_layers *
 layer_overhead`` and, with ``n_gpus > 1``, ``2 * n_layers * collective``. The fit minimises a
 robust (soft-L1) log error over the usable rows: the ``default`` preset on the modern engines
 (``measured.MODERN``), one preset per engine family with at least ``MIN_ROWS`` rows from
@@ -33,9 +34,11 @@ robust (soft-L1) log error over the usable rows: the ``default`` preset on the m
 
 ``estimate(model, accelerator, batch, prompt_len, output_len, engine=None, **options)`` returns
 a ``Realistic``: ``kind == "calibrated prediction"``, the calculator's ``Estimate`` at the
-preset's efficiencies with the overheads added (``.estimate``), the bound it came from
-(``.bound``) and the preset. All efficiencies are at most 1 and all overheads at least 0, so a
-calibrated prediction is never faster than the bound.
+preset's efficiencies with the overheads added (``.estimate``), the kernel-by-kernel estimate at
+peak it came from (``.bound``, an old name: it is not a bound) and the preset. All efficiencies
+are at most 1 and all overheads at least 0, so a calibrated prediction is never faster than the
+kernel-by-kernel time at peak, nor than the floor (its ``tpot_floor_s`` and ``ttft_floor_s``
+are the floors at peak).
 
 Refit with ``python -m llm_roofline.realistic --fit`` (writes ``data/realistic.json``).
 """
@@ -106,13 +109,14 @@ class Preset:
 
 @dataclass(frozen=True)
 class Realistic:
-    """A calibrated prediction (``kind``), never the bound.
+    """A calibrated prediction (``kind``), never a floor.
 
     ``estimate``: the calculator's ``Estimate`` with the preset's ``mbu`` and ``mfu`` and the
     fixed overheads added to ``ttft_s``, ``tpot_s`` (and so ``throughput_tok_s``, ``e2e_s``);
     its ``breakdown()`` rows are the kernels' rooflines at the preset's efficiencies, without
-    the fixed overheads (``overhead_prefill_s``, ``overhead_decode_s``). ``bound``: the same
-    configuration at ``mbu = mfu = 1``. ``preset``: the fitted preset used.
+    the fixed overheads (``overhead_prefill_s``, ``overhead_decode_s``); its floors are the
+    floors at peak. ``bound``: the same configuration kernel by kernel at ``mbu = mfu = 1``
+    (an old name; not a bound, see ``calculator``). ``preset``: the fitted preset used.
     """
 
     estimate: Estimate
@@ -125,7 +129,7 @@ class Realistic:
     @property
     def label(self) -> str:
         """How a front end should title it, e.g. 'calibrated prediction (preset vLLM)'."""
-        return f"{self.kind} (preset {self.preset.name}), not the bound"
+        return f"{self.kind} (preset {self.preset.name}), not a floor"
 
 
 # --- presets ----------------------------------------------------------------------------------
@@ -200,7 +204,8 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
         tpot_s=_out(tpot), throughput_tok_s=_out(decode.batch / tpot),
         allreduce_s=_out(decode.allreduce_s + collectives),
         bandwidth_utilisation=_out(decode.decode_bytes / tpot / get_accelerator(accelerator).bandwidth),
-        phases={"prefill": prefill.phases["prefill"], "decode": decode.phases["decode"]})
+        phases={"prefill": prefill.phases["prefill"], "decode": decode.phases["decode"]},
+        ttft_floor_s=bound.ttft_floor_s, tpot_floor_s=bound.tpot_floor_s, busy=bound.busy)
     del queue
     return Realistic(estimate=est, bound=bound, preset=p,
                      overhead_prefill_s=_out(per_pass + p.request_overhead_ms * 1e-3),

@@ -27,7 +27,9 @@ the weights.
     split, the decode pool never stalls, the prompt runs on fewer GPUs, and its KV cache crosses
     from one pool to the other.
 
-Times are bounds as in ``calculator`` (``mbu = mfu = 1``: no engine does better). Options are
+Times are kernel by kernel as in ``calculator``: each kernel on its own roofline, one after
+another, at ``mbu`` and ``mfu`` (1 by default). They are not floors: an engine that overlaps
+kernels can beat them (``calculator``'s module docs, ``Estimate.tpot_floor_s``). Options are
 ``calculator.setup``'s.
 """
 
