@@ -608,12 +608,13 @@ _MARKERS = {"A100": "o", "H100": "s", "H200": "D", "B200": "P", "MI300X": "^", "
 
 
 def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
-    """Measured against the bound, log-log, one point per usable row: the token rates
+    """Measured against the floor (``mbu = mfu = 1``), log-log, one point per usable row: the
+    token rates
     (``times=False``: tokens/s, per user, per GPU; every point under the diagonal) or the
     latencies (``times=True``: TTFT, ITL, end-to-end in ms; every point above it).
 
     Colour: the engine family; marker: the GPU; filled: 16-bit weights, hollow: quantised
-    (8- or 4-bit). Dotted lines: 50 %, 25 % and 10 % of the bound. Returns the figure.
+    (8- or 4-bit). Dotted lines: 50 %, 25 % and 10 % of the floor's speed. Returns the figure.
     """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -627,7 +628,7 @@ def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
     for c in chosen:
         r = c.row
         f = scale.get(r.unit, 1.0) if times else 1.0
-        x, y = c.bound * f, c.measured * f
+        x, y = c.floor * f, c.measured * f
         xs.append(x)
         ys.append(y)
         colour = _COLOURS.get(r.family, _COLOURS["others"])
@@ -646,10 +647,10 @@ def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
                     ha="center" if times else "left", va="bottom" if times else "center")
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), aspect="equal")
     what = "latency (ms)" if times else "token rate (tokens/s)"
-    ax.set_xlabel(f"bound (mbu = mfu = 1): {what}")
+    ax.set_xlabel(f"floor (mbu = mfu = 1): {what}")
     ax.set_ylabel(f"published measurement: {what}")
     at = lo * 2.2
-    ax.annotate("the bound" + (": no engine below it" if times else ": no engine above it"),
+    ax.annotate("the floor" + (": no engine below it" if times else ": no engine above it"),
                 (at, at), xytext=(6, -6) if times else (-4, 6), textcoords="offset points",
                 rotation=45, rotation_mode="anchor", fontsize=8.5, ha="left",
                 va="top" if times else "bottom")
