@@ -2,8 +2,9 @@
 
 The calculator gives a floor no engine beats, and the kernel-by-kernel time at the peaks
 (``mbu = mfu = 1``), which an engine that overlaps its kernels can beat. This module answers
-the next question, what will I actually get, with the same per-kernel rooflines and ten numbers fitted on the measurements of
-``llm_roofline.measured`` (stored with the fit's provenance in ``data/realistic.json``):
+the next question, what will I actually get, with the same per-kernel rooflines and ten
+numbers fitted on the measurements of ``llm_roofline.measured`` (stored with the fit's
+provenance in ``data/realistic.json``):
 
 ``mbu``, ``mbu_weight_only``, ``mbu_attention``
     the fraction of the memory bandwidth the kernels reach: weight matmuls (and the small
