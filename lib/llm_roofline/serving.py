@@ -94,7 +94,8 @@ def speculative(model: ModelConfig | str, accelerator, batch: int, context: int,
     tokens = expected_tokens(gamma, alpha)
     gamma = int(gamma)
     ctx = validate.integer("context", context, maximum=s.model.max_context - gamma)
-    verify = _step_s(s, b, gamma + 1, ctx - 1)
+    # the verify pass needs the logits of all gamma + 1 positions, to check every draft
+    verify = _step_s(s, b, gamma + 1, ctx - 1, logits_tokens=b * (gamma + 1))
     if draft is None:
         draft_s = 0.0
     else:
