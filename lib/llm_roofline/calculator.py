@@ -83,7 +83,9 @@ Tensor parallelism splits attention heads, MLP and experts (each GPU holds ``1/n
 expert), and the vocabulary; the norms, the router and MLA's down-projections are replicated;
 with more GPUs than KV heads each GPU keeps one KV head (the cache is replicated), and MLA's
 latent cache, shared by all heads, is replicated on every GPU. Each layer all-reduces its
-attention and MLP outputs (``Accelerator.allreduce_s``): a ring inside the scale-up domain
+attention and MLP outputs, and each pass all-reduces the vocabulary-parallel embedding's rows
+and all-gathers the logits: ``2L + 2`` collectives (``Setup.allreduce_s``; the row
+``allreduce`` of ``breakdown`` is all of them). Each is a ring inside the scale-up domain
 (an HGX node of 8) at the interconnect's bandwidth, a hierarchical all-reduce across nodes at
 the network's, each collective with its fixed latency from the data (a lower estimate, so the
 floor stays a floor). ``Estimate.nodes`` says how many nodes ``n_gpus`` fill.
@@ -260,7 +262,7 @@ def estimate(
     prefill = {k: (f, w + kv) for k, (f, w, kv) in
                s.pass_costs(b, p, 0, absorbed=False, logits_tokens=b).items()}
     prefill_times = {k: s.roofline_s(f, m) for k, (f, m) in prefill.items()}
-    prefill_ar = s.allreduce_s(b * p.astype(float))
+    prefill_ar = s.allreduce_s(b * p.astype(float), b)  # logits at the last positions
     ttft = sum(prefill_times.values()) + prefill_ar + queue
     prefill_busy = _busy(s, sum(f for f, _ in prefill.values()) / s.peak,
                          sum(m for _, m in prefill.values()) / s.bandwidth,
@@ -288,8 +290,9 @@ def estimate(
         throughput_tok_s=_out(b / tpot), decode_bytes=_out(moved), decode_flops=_out(flops),
         allreduce_s=_out(decode_ar),
         bandwidth_utilisation=_out(moved / tpot / s.accelerator.bandwidth),
-        phases={"prefill": (s, prefill, prefill_times, prefill_ar + queue, b * p.astype(float)),
-                "decode": (s, decode, decode_times, decode_ar, b)},
+        phases={"prefill": (s, prefill, prefill_times, prefill_ar + queue,
+                            (b * p.astype(float), b)),
+                "decode": (s, decode, decode_times, decode_ar, (b, b))},
         ttft_floor_s=_out(prefill_busy["floor"] + queue), tpot_floor_s=_out(decode_busy["floor"]),
         busy={"prefill": prefill_busy, "decode": decode_busy},
     )
@@ -352,7 +355,7 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
         bytes=_out(sum(m for _, m in costs.values())),
         flops=_out(sum(f for f, _ in costs.values())),
         allreduce_s=_out(allreduce),
-        phase=(s, costs, times, allreduce, b),
+        phase=(s, costs, times, allreduce, (b, b)),
         floor_s=_out(busy["floor"]), busy=busy,
     )
 
@@ -363,7 +366,7 @@ def _collective_terms(s: Setup, tokens, sequences):
     ``floor_term`` joins the busy times in the max, ``added`` is added to it: the rule of the
     module docs (latencies added for one sequence, a chain in the max for more).
     """
-    link, network, latency = s.allreduce_floor(tokens)
+    link, network, latency = s.allreduce_floor(tokens, sequences)  # logits: one per sequence
     single = np.asarray(sequences) == 1
     added = np.where(single, latency, 0.0)
     chain = np.where(single, 0.0, latency)
@@ -373,7 +376,7 @@ def _collective_terms(s: Setup, tokens, sequences):
 def _busy(s: Setup, compute, memory, tokens, sequences, kernel_by_kernel, floor=None) -> dict:
     """Each resource's busy time in a pass, its floor and the resource that sets it."""
     link, network, chain, added = _collective_terms(s, tokens, sequences)
-    _, _, latency = s.allreduce_floor(tokens)
+    _, _, latency = s.allreduce_floor(tokens, sequences)
     names = ("compute", "memory", "interconnect", "network", "latency")
     terms = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
                                   (compute, memory, link, network, chain)))
@@ -473,7 +476,8 @@ def _step_bound(s: Setup, costs: dict, times: dict) -> Label:
 
 
 def _rows(s: Setup, costs: dict, times: dict, extra_s, tokens) -> tuple[dict, ...]:
-    """The per-kernel table of a phase (kernels with no FLOPs and no bytes left out)."""
+    """The per-kernel table of a phase (kernels with no FLOPs and no bytes left out);
+    ``tokens``: the pass's tokens and logits positions, for the collectives' bytes."""
     total = sum(times.values()) + extra_s
     rows = []
     for k, (f, m) in costs.items():
@@ -487,7 +491,7 @@ def _rows(s: Setup, costs: dict, times: dict, extra_s, tokens) -> tuple[dict, ..
             "share": _out(times[k] / total),
         })
     if s.n_gpus > 1:
-        rows.append({"op": "allreduce", "flops": 0.0, "bytes": _out(s.allreduce_bytes(tokens)),
+        rows.append({"op": "allreduce", "flops": 0.0, "bytes": _out(s.allreduce_bytes(*tokens)),
                      "intensity": None, "time_s": _out(extra_s * 1.0), "bound": "interconnect",
                      "share": _out(extra_s / total)})
     elif np.any(extra_s > 0):  # the queue of a prefill on one GPU

@@ -129,6 +129,38 @@ class Accelerator:
             latency += self.network_latency_s
         return link, network, latency
 
+    def allgather_s(self, n_gpus: int, total_bytes):
+        """Time of one all-gather that leaves ``total_bytes`` on every one of ``n_gpus`` chips.
+
+        Each chip holds ``1/n`` of it and must receive the rest: inside a domain of ``d``
+        chips a ring moves ``(d-1)/d`` of it each way over half the group bandwidth, plus
+        ``collective_latency_s``; across ``k`` nodes the network brings each node the other
+        nodes' ``(k-1)/k`` of it over its ``d`` NICs, ``(k-1)/k * total/d`` per chip, plus the
+        network's latency (the hierarchical all-gather). What each chip receives is
+        the least any algorithm moves (a switch cannot reduce a gather), so this time is also
+        its floor's bandwidth term (``allgather_floor``).
+        """
+        link, network, latency = self.allgather_floor(n_gpus, total_bytes)
+        return link + network + latency
+
+    def allgather_floor(self, n_gpus: int, total_bytes) -> tuple:
+        """``(interconnect_s, network_s, latency_s)`` of one all-gather (``allgather_s``)."""
+        nodes = self.nodes(n_gpus)
+        m = np.asarray(total_bytes, dtype=float)
+        zero = np.zeros(m.shape) if m.ndim else 0.0
+        if n_gpus == 1:
+            return zero, zero, 0.0
+        inside = min(n_gpus, self.domain_size)
+        link = network = zero
+        latency = 0.0
+        if inside > 1:
+            link = (inside - 1) / inside * m / (self.group_bandwidth(inside) / 2)
+            latency += self.collective_latency_s
+        if nodes > 1:
+            network = (nodes - 1) / nodes * m / inside / (self.network_bandwidth / 2)
+            latency += self.network_latency_s
+        return link, network, latency
+
     def send_s(self, message_bytes, *, across_nodes: bool):
         """Time of one point-to-point transfer of ``message_bytes`` (pipeline stages, KV handoff).
 

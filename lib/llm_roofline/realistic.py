@@ -19,14 +19,15 @@ provenance in ``data/realistic.json``):
     a fixed time per layer per forward pass: kernel launches and the small kernels (norms,
     rotary, sampling) that never reach either roofline, which dominate at small batch;
 ``collective_us``
-    the extra fixed time of each tensor-parallel all-reduce beyond the library's lower estimate
-    (2 per layer per pass);
+    the extra fixed time of each tensor-parallel collective beyond the library's lower estimate
+    (``2 * n_layers + 2`` per pass: two all-reduces per layer, the embedding's, the logits'
+    all-gather; the stored presets were fitted when the library counted ``2 * n_layers``);
 ``request_overhead_ms``
     a fixed time added once to the TTFT (scheduling, tokenising, the first step's launch).
 
 So a pass takes the sum over kernels of ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``
 with the kernel's own efficiencies, plus the calculator's all-reduces, plus ``n_layers *
-layer_overhead`` and, with ``n_gpus > 1``, ``2 * n_layers * collective``. The fit minimises a
+layer_overhead`` and, with ``n_gpus > 1``, ``(2 * n_layers + 2) * collective``. The fit minimises a
 robust (soft-L1) log error over the usable rows: the ``default`` preset on the modern engines
 (``measured.MODERN``), one preset per engine family with at least ``MIN_ROWS`` rows from
 ``MIN_SOURCES`` sources, shrunk towards the default; damped Gauss-Newton on a fast surrogate
@@ -193,7 +194,7 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
     decode, decode_attention = run(mbu, mfu_d), run(mbu_att, mfu_att)
     prefill, prefill_attention = run(mbu, mfu_p), run(mbu_att, mfu_p)
     cfg = model if isinstance(model, ModelConfig) else get_model(model)
-    collectives = 2 * cfg.n_layers * p.collective_us * 1e-6 if bound.n_gpus > 1 else 0.0
+    collectives = (2 * cfg.n_layers + 2) * p.collective_us * 1e-6 if bound.n_gpus > 1 else 0.0
     per_pass = cfg.n_layers * p.layer_overhead_us * 1e-6 + collectives
     queue = options.get("queue_s", 0.0)
     tpot = (_kernel_time(decode, decode_attention, "decode") + decode.allreduce_s + per_pass)
@@ -292,8 +293,8 @@ def _costs_of(row: measured.Row, config: ModelConfig) -> _Costs:
         attention=np.array([k == "attention" for k in pre]),
         weight_only=_weight_only(s.weight_dtype, s.compute_dtype),
         amd=s.accelerator.vendor == "AMD",
-        ar_prefill=float(s.allreduce_s(b * p)), ar_decode=float(s.allreduce_s(b)),
-        layers=s.model.n_layers, collectives=2 * s.model.n_layers if s.n_gpus > 1 else 0,
+        ar_prefill=float(s.allreduce_s(b * p, b)), ar_decode=float(s.allreduce_s(b)),
+        layers=s.model.n_layers, collectives=s.collectives_per_pass,
         peak=s.accelerator.peak(s.compute_dtype), bandwidth=s.accelerator.bandwidth, batch=b,
         output=o, n_gpus=s.n_gpus, definition=row.definition,
         scale={"ms": 1e3, "s": 1.0}.get(row.unit, 1.0))

@@ -141,7 +141,7 @@ def mixed_step(model: ModelConfig | str, accelerator, batch: int, context: int, 
                   "time_s": float(s.roofline_s(f, m)),
                   "bound": "compute" if s.compute_bound(f, m) else "memory"}
                  for k, (f, m) in both.items() if f > 0 or m > 0)
-    time = sum(r["time_s"] for r in rows) + float(s.allreduce_s(b + c))
+    time = sum(r["time_s"] for r in rows) + float(s.allreduce_s(b + c, b + 1))
     decode_only = _step_s(s, b, 1, ctx - 1) if b else 0.0
     chunk_only = _step_s(s, 1, c, past, absorbed=False, logits_tokens=1)
     return MixedStep(time_s=time, decode_only_s=decode_only, chunk_only_s=chunk_only, ops=rows)
@@ -246,7 +246,8 @@ def _step_s(s: Setup, batch, n_new, n_past, *, absorbed: bool = True, logits_tok
     """Time of one pass: the per-kernel rooflines plus the all-reduces."""
     costs = s.pass_costs(batch, n_new, n_past, absorbed=absorbed, logits_tokens=logits_tokens)
     kernels = sum(s.roofline_s(f, w + kv) for f, w, kv in costs.values())
-    return float(kernels + s.allreduce_s(batch * n_new))
+    logits = batch if logits_tokens is None else logits_tokens  # op_elements: the last positions
+    return float(kernels + s.allreduce_s(batch * n_new, logits))
 
 
 def _draft_setup(s: Setup, draft, options: dict) -> Setup:
