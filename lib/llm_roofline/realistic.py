@@ -530,7 +530,7 @@ def write(path: str | Path | None = None) -> dict:
                   "data/measured/measured-inference.csv (see llm_roofline.measured). A prediction "
                   "with these is a calibrated prediction of what an engine achieves, not a bound. "
                   "mbu, mfu_*: fractions of peak; layer_overhead_us: fixed us per layer per pass; "
-                  "collective_us: extra fixed us per tensor-parallel all-reduce."),
+                  "collective_us: extra fixed us per tensor-parallel collective (2 n_layers + 2 per pass)."),
         "method": ("minimise a robust (soft-L1, scale 0.3) log error of each row's metric (its "
                    "source's definition) by damped Gauss-Newton; 'default': modern engines "
                    "(vLLM, SGLang, TensorRT-LLM, NIM, lmdeploy, gpt-fast) with a weak prior "
