@@ -279,8 +279,8 @@ def test_a_chip_without_interconnect_does_not_advise_more_of_them(capsys):
 def test_realistic_is_a_labelled_calibrated_prediction_beside_the_bound(capsys):
     argv = ("estimate", "--model", "llama-3-8b", "--gpu", "h100", "--batch", "8")
     code, out, _ = run(capsys, *argv, "--realistic", "--engine", "vllm")
-    assert code == 0 and "calibrated prediction (preset vLLM), not the bound" in out
-    assert "the bound (MBU = MFU = 1)" in out
+    assert code == 0 and "calibrated prediction (preset vLLM), not a floor" in out
+    assert "kernel by kernel at MBU = MFU = 1" in out
     result = strict_json(run(capsys, *argv, "--realistic", "--json")[1])
     r = lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic=True)
     assert result["kind"] == r.label and result["tpot_s"] == pytest.approx(r.estimate.tpot_s)
@@ -313,3 +313,44 @@ def test_a_measured_machine_saved_to_a_file_is_an_accelerator_for_the_cli(capsys
     code, _, err = run(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "x", "--gpu-file",
                        str(tmp_path / "none.json"))
     assert code == 2 and "cannot read accelerator file" in err
+
+
+def test_the_floor_beside_the_kernel_by_kernel_time(capsys):
+    """Both times for TTFT and TPOT, each labelled, both in --json; the floor never above."""
+    argv = ("estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "8",
+            "--batch", "64")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "kernel by" in out and "floor" in out
+    lines = out.splitlines()
+    header = lines.index(next(x for x in lines if x.split() == ["floor", "by", "kernel"]))
+    assert out.splitlines()[header - 1].split() == ["kernel"]
+    est = lr.estimate("llama-3-70b", "h100", 64, 2048, 256, n_gpus=8)
+    tpot = next(x for x in out.splitlines() if x.startswith("  TPOT, each user"))
+    assert tpot.split()[3:7] == [*_time(est.tpot_floor_s).split(), *_time(est.tpot_s).split()]
+    ttft = next(x for x in out.splitlines() if x.startswith("  TTFT, whole batch"))
+    assert ttft.split()[3:7] == [*_time(est.ttft_floor_s).split(), *_time(est.ttft_s).split()]
+    result = strict_json(run(capsys, *argv, "--json")[1])
+    assert result["tpot_floor_s"] == pytest.approx(est.tpot_floor_s, rel=1e-12)
+    assert result["ttft_floor_s"] == pytest.approx(est.ttft_floor_s, rel=1e-12)
+    assert result["throughput_floor_tok_s"] == pytest.approx(64 / est.tpot_floor_s, rel=1e-12)
+    assert result["tpot_floor_s"] < result["tpot_s"] and result["ttft_floor_s"] < result["ttft_s"]
+    assert result["throughput_floor_tok_s"] > result["throughput_tok_s"]
+
+
+def test_the_breakdown_names_each_resource_and_the_floor(capsys):
+    argv = ("estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "8",
+            "--batch", "1024", "--prompt", "1024", "--breakdown")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    text = " ".join(out.split())
+    assert text.count("busy per resource: math") == 2
+    assert "is the math's busy time" in text  # a prefill of a million tokens: the math
+    result = strict_json(run(capsys, *argv, "--json")[1])
+    est = lr.estimate("llama-3-70b", "h100", 1024, 1024, 256, n_gpus=8)
+    for phase in ("prefill", "decode"):
+        busy = result["resources"][phase]
+        assert busy == {k: pytest.approx(v) if not isinstance(v, str) else v
+                        for k, v in est.resources(phase).items()}
+        assert busy["floor"] >= max(busy[k] for k in ("compute", "memory", "interconnect",
+                                                       "network"))
+        assert busy["floor"] <= busy["kernel_by_kernel"]

@@ -27,13 +27,16 @@ CONFIGS = {
 DTYPES = {np.float32: ("fp32", "fp32", "fp32"), np.float16: ("fp16", "fp16", "fp32")}
 
 
-def run_counted(cfg, dtype, skip_masked, batch, prompt_len, n_decode):
-    """Prefill then decode steps, one fresh tally per pass: [(phase, n_past, n_new, costs)]."""
+def run_counted(cfg, dtype, skip_masked, batch, prompt_len, n_decode, logits="all"):
+    """Prefill then decode steps, one fresh tally per pass: [(phase, n_past, n_new, costs)].
+
+    ``logits``: the prefill's LM head at every position (a forward pass) or at the last."""
     model = TinyLlama.random(cfg, seed=0, dtype=dtype, skip_masked=skip_masked)
     toks = np.random.default_rng(1).integers(0, cfg.vocab_size, (batch, prompt_len + n_decode))
     out = []
     tally = Tally()
-    _, cache = model.prefill(toks[:, :prompt_len], max_len=prompt_len + n_decode, tally=tally)
+    _, cache = model.prefill(toks[:, :prompt_len], max_len=prompt_len + n_decode, tally=tally,
+                             logits=logits)
     out.append(("prefill", 0, prompt_len, tally.costs("prefill")))
     for j in range(n_decode):
         tally = Tally()
@@ -46,13 +49,16 @@ def run_counted(cfg, dtype, skip_masked, batch, prompt_len, n_decode):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("skip_masked", [False, True], ids=["masked", "causal"])
 @pytest.mark.parametrize("batch, prompt_len", [(1, 7), (3, 12)])
-def test_every_op_of_every_pass_equals_op_costs(name, dtype, skip_masked, batch, prompt_len):
+@pytest.mark.parametrize("logits", ["last", "all"])
+def test_every_op_of_every_pass_equals_op_costs(name, dtype, skip_masked, batch, prompt_len,
+                                                logits):
     cfg = CONFIGS[name]
     w, kv, act = DTYPES[dtype]
-    _, passes = run_counted(cfg, dtype, skip_masked, batch, prompt_len, n_decode=3)
+    _, passes = run_counted(cfg, dtype, skip_masked, batch, prompt_len, n_decode=3,
+                            logits=logits)
     for phase, n_past, n_new, counted in passes:
         analytic = counts.op_costs(cfg, batch, n_new, n_past, weight_dtype=w, kv_dtype=kv,
-                              act_dtype=act, causal=skip_masked)
+                                   act_dtype=act, causal=skip_masked, logits=logits)
         assert counted == analytic, (phase, n_past)
 
 
@@ -65,6 +71,14 @@ def test_tally_sums_phases_over_a_generate_call():
     assert tally.costs("decode") == {op: counts.total(d[op] for d in decode) for op in F.OPS}
     prefill = counts.op_costs(cfg, 2, 5, 0, weight_dtype="fp32", causal=False)
     assert tally.total() == counts.total(prefill) + counts.total(counts.total(d) for d in decode)
+    # the default: the LM head at each prompt's last position, as op_costs counts by default
+    assert tally.costs("prefill")["lm_head"].flops == 2 * 2 * cfg.hidden_size * cfg.vocab_size
+    every = Tally()
+    same = model.generate(np.ones((2, 5), int), 4, tally=every, logits="all")
+    np.testing.assert_array_equal(same, model.generate(np.ones((2, 5), int), 4))
+    prefill_all = counts.op_costs(cfg, 2, 5, 0, weight_dtype="fp32", causal=False, logits="all")
+    assert every.costs("prefill") == prefill_all
+    assert every.costs("prefill")["lm_head"].flops == 5 * tally.costs("prefill")["lm_head"].flops
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -115,7 +129,7 @@ def test_masked_prefill_counts_the_whole_block():
     assert attn == 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim * 2 * 10 * 10
 
 
-def hand_count(cfg, batch, n, past, causal):
+def hand_count(cfg, batch, n, past, causal, logits="all"):
     """Every operation's (FLOPs, bytes read, bytes written) for one float32 pass, written out
     from the conventions (2 per multiply-add, 4 per norm element, 3 per RoPE element, 6 per
     softmax score, 5 per SwiGLU element, 1 per add) without formulas.py."""
@@ -128,10 +142,10 @@ def hand_count(cfg, batch, n, past, causal):
     e = 4  # bytes per float32
     norm = (N * 4 * T * d, N * e * (T * d + d), N * e * T * d)
 
-    def linear(d_in, d_out, layers=N, bias=False):  # a bias: one add per output, its bytes read
-        b = d_out if bias else 0
-        return (layers * (2 * T * d_in * d_out + T * b), layers * e * (T * d_in + d_in * d_out + b),
-                layers * e * T * d_out)
+    def linear(d_in, d_out, layers=N, bias=False, tokens=T):  # a bias: one add per output
+        b, t = (d_out if bias else 0), tokens
+        return (layers * (2 * t * d_in * d_out + t * b), layers * e * (t * d_in + d_in * d_out + b),
+                layers * e * t * d_out)
 
     return {
         "embed": (0, e * T * d, e * T * d),
@@ -154,16 +168,17 @@ def hand_count(cfg, batch, n, past, causal):
         "mlp_act": (N * 5 * T * f, N * e * 2 * T * f, N * e * T * f),
         "down_proj": linear(f, d),
         "final_norm": (4 * T * d, e * (T * d + d), e * T * d),
-        "lm_head": linear(d, V, layers=1),
+        "lm_head": linear(d, V, layers=1, tokens=T if logits == "all" else batch),
     }
 
 
 @pytest.mark.parametrize("name", CONFIGS)
 @pytest.mark.parametrize("skip_masked", [False, True], ids=["masked", "causal"])
-def test_every_op_equals_a_hand_count(name, skip_masked):
+@pytest.mark.parametrize("logits", ["last", "all"])
+def test_every_op_equals_a_hand_count(name, skip_masked, logits):
     cfg = CONFIGS[name]
-    _, passes = run_counted(cfg, np.float32, skip_masked, 3, 7, n_decode=2)
+    _, passes = run_counted(cfg, np.float32, skip_masked, 3, 7, n_decode=2, logits=logits)
     for phase, n_past, n_new, counted in passes:
-        expected = hand_count(cfg, 3, n_new, n_past, causal=skip_masked)
+        expected = hand_count(cfg, 3, n_new, n_past, causal=skip_masked, logits=logits)
         got = {op: (c.flops, c.bytes_read, c.bytes_written) for op, c in counted.items()}
         assert got == expected, phase

@@ -202,20 +202,26 @@ def test_fp8_halves_weight_traffic_and_doubles_the_peak():
 def test_tensor_parallel_adds_allreduce_time():
     cfg = lr.get_model("llama-3-70b")
     est = lr.estimate(cfg, H100, 32, 1024, 64, n_gpus=4)
-    # 2 all-reduces per layer of 32 x 8192 bf16 values; ring: 2 * 3/4 of it each way at 450 GB/s,
-    # plus 3 us of latency each (the data's NVLink figure)
-    assert est.allreduce_s == pytest.approx(2 * 80 * (1.5 * 32 * 8192 * 2 / 450e9 + 3e-6))
+    # 2 all-reduces per layer and the embedding's of 32 x 8192 bf16 values; ring: 2 * 3/4 of it
+    # each way at 450 GB/s, plus 3 us of latency each (the data's NVLink figure); and the
+    # all-gather of 32 x 128,256 bf16 logits, of which each GPU receives 3/4
+    logits = 32 * 128256 * 2
+    assert est.allreduce_s == pytest.approx(
+        161 * (1.5 * 32 * 8192 * 2 / 450e9 + 3e-6) + 0.75 * logits / 450e9 + 3e-6)
     assert lr.estimate(cfg, H100, 32, 1024, 64, n_gpus=1).allreduce_s == 0
     # a pair of MI300X shares one 128 GB/s link (64 GB/s each way), not the 896 GB/s of seven
     pair = lr.estimate(cfg, "mi300x", 32, 1024, 64, n_gpus=2)
-    assert pair.allreduce_s == pytest.approx(2 * 80 * (1.0 * 32 * 8192 * 2 / 64e9 + 3e-6))
+    assert pair.allreduce_s == pytest.approx(
+        161 * (1.0 * 32 * 8192 * 2 / 64e9 + 3e-6) + 0.5 * logits / 64e9 + 3e-6)
 
 
 def test_latency_dominates_small_batch_allreduces():
-    # the issue's example: Llama-3-70B on 2 GPUs, 160 all-reduces per step; at batch 1 the
-    # bytes (8192 x 2 bytes, half each way at 450 GB/s) take 0.006 ms, the latency 0.48 ms
+    # the issue's example: Llama-3-70B on 2 GPUs, 162 collectives per step (2 per layer, the
+    # embedding's, the logits' all-gather); at batch 1 the bytes (8192 x 2 bytes, half each
+    # way at 450 GB/s; half of 128,256 x 2 bytes of logits) take 0.006 ms, the latency 0.49 ms
     step = decode_step("llama-3-70b", H100, 1, 1024, n_gpus=2)
-    assert step.allreduce_s == pytest.approx(160 * (8192 * 2 / 450e9 + 3e-6))
+    assert step.allreduce_s == pytest.approx(
+        161 * (8192 * 2 / 450e9 + 3e-6) + 128256 * 2 / 2 / 450e9 + 3e-6)
     assert 160 * 8192 * 2 / 450e9 == pytest.approx(5.8e-6, rel=0.01)
 
 
@@ -230,7 +236,11 @@ def test_tensor_parallelism_beyond_the_nvlink_domain():
     by_hand = 2 * 7 / 8 * m / 450e9 + 3e-6 + 1 * m / 8 / 50e9 + 5e-6
     assert h100.allreduce_s(16, m) == pytest.approx(by_hand)
     est = lr.estimate("deepseek-v3", h100, 4, 1024, 16, n_gpus=16, weight_dtype="fp8")
-    assert est.nodes == 2 and est.allreduce_s == pytest.approx(2 * 61 * by_hand)
+    # the logits' all-gather: 7/8 of them over NVLink, the other node's half over the network
+    logits = 4 * 129280 * 2
+    gather = 7 / 8 * logits / 450e9 + 3e-6 + 1 / 2 * logits / 8 / 50e9 + 5e-6
+    assert h100.allgather_s(16, logits) == pytest.approx(gather)
+    assert est.nodes == 2 and est.allreduce_s == pytest.approx((2 * 61 + 1) * by_hand + gather)
     # 32 H100s for DeepSeek-V3 in BF16 are 4 nodes
     assert h100.nodes(gpus_needed("deepseek-v3", h100, 1, 1024, 128)) == 4
     # RTX 4090s over PCIe have no network in the data: more than 8 cannot be linked
@@ -642,7 +652,7 @@ def test_max_batch_is_not_its_search_cap():
     assert memory(cfg, H100, most, 1, 1).free >= 0 > memory(cfg, H100, most + 1, 1, 1).free
 
 
-# --- the bound stays a bound -------------------------------------------------------------------
+# --- the floor stays a floor -------------------------------------------------------------------
 @pytest.mark.parametrize(("model", "gpu", "n", "dtypes", "batch", "prompt", "output", "metric",
                           "measured"), [
     # TensorRT-LLM v0.7a, Llama-2-70B FP8, 8 x H200: 3,163 output tok/s per GPU
@@ -656,15 +666,17 @@ def test_max_batch_is_not_its_search_cap():
     # vLLM 0.9.1 on 8 x MI300X, Llama-3.1-70B FP8 with FP8 KV, 3,200 users: 12,638.9 tok/s
     ("llama-3-70b", "mi300x", 8, ("fp8", "fp8"), 3200, 128, 2048, "tok/s", 12638.9),
 ])
-def test_published_engines_never_beat_the_bound(model, gpu, n, dtypes, batch, prompt, output,
+def test_published_engines_never_beat_the_floor(model, gpu, n, dtypes, batch, prompt, output,
                                                 metric, measured):
     """Rows of /work/shared/data/measured-inference.csv (sources there): with mbu = mfu = 1,
-    latencies included, the calculator is never slower than a measured engine."""
+    latencies included, the floor is never slower than a measured engine. (These engines do not
+    beat the kernel-by-kernel time either; that is a fact of the data, not a law.)"""
     est = lr.estimate(model, gpu, batch, prompt, output, weight_dtype=dtypes[0],
                       kv_dtype=dtypes[1], n_gpus=n)
-    predicted = {"tok/s/gpu": batch * output / est.e2e_s / n, "tok/s": batch * output / est.e2e_s,
-                 "tok/s/user": 1 / est.tpot_s, "itl_ms": est.tpot_s * 1e3}[metric]
-    assert predicted <= measured if metric == "itl_ms" else predicted >= measured
+    for e2e, tpot in ((est.e2e_floor_s, est.tpot_floor_s), (est.e2e_s, est.tpot_s)):
+        predicted = {"tok/s/gpu": batch * output / e2e / n, "tok/s": batch * output / e2e,
+                     "tok/s/user": 1 / tpot, "itl_ms": tpot * 1e3}[metric]
+        assert predicted <= measured if metric == "itl_ms" else predicted >= measured
 
 
 def test_a_windowed_kernel_is_averaged_step_by_step(monkeypatch):

@@ -82,10 +82,16 @@ def test_causal_pairs_match_a_brute_force_count():
 
 @pytest.mark.parametrize("gated", [True, False])
 def test_linear_flops_are_two_per_matrix_parameter_per_token(gated):
-    e = F.op_expressions(gated_mlp=gated)
+    e = F.op_expressions(gated_mlp=gated, logits="all")
     flops = sum(e[op][0] for op in F.LINEAR_OPS)
     assert sp.expand(flops - 2 * F.linear_params_expr(gated_mlp=gated) * F.B * F.n_new) == 0
     assert F.linear_flops_expr() == 2 * F.P * F.B * F.L
+    # by default the LM head runs at each sequence's last position: B tokens, not B * n_new
+    last = F.op_expressions(gated_mlp=gated)
+    head = 2 * F.vocab * F.d_model
+    assert sp.expand(sum(last[op][0] for op in F.LINEAR_OPS) - flops
+                     - head * F.B * (1 - F.n_new)) == 0
+    assert F.at_decode(last["lm_head"][0]) == F.at_decode(e["lm_head"][0]) == head * F.B
 
 
 @pytest.mark.parametrize("gated, bias", [(True, False), (False, True)])
@@ -119,7 +125,14 @@ def test_op_costs_by_hand():
     assert c["kv_read"] == counts.Cost(0, 3 * 2 * 2 * S * 2 * 8 * 2, 0)
     causal_pairs = 5 * 7 + 5 * 6 // 2
     assert c["attn_scores"].flops == 3 * 2 * 8 * 2 * 8 * causal_pairs
-    assert c["lm_head"] == counts.Cost(2 * T * 64 * 1000, (1000 * 64 + T * 64) * 2, T * 1000 * 2)
+    assert c["lm_head"] == counts.Cost(2 * 2 * 64 * 1000, (1000 * 64 + 2 * 64) * 2, 2 * 1000 * 2)
+    every = counts.op_costs(CFG, batch=2, n_new=5, n_past=7, weight_dtype="bf16", logits="all")
+    assert every["lm_head"] == counts.Cost(2 * T * 64 * 1000, (1000 * 64 + T * 64) * 2,
+                                           T * 1000 * 2)
+    assert {k: v for k, v in every.items() if k != "lm_head"} == {
+        k: v for k, v in c.items() if k != "lm_head"}
+    with pytest.raises(ValueError, match="logits must be 'last' or 'all'"):
+        counts.op_costs(CFG, 2, 5, logits="first")
     assert c["embed"] == counts.Cost(0, T * 64 * 2, T * 64 * 2)
 
 
@@ -143,7 +156,7 @@ def test_weights_are_read_once_per_pass():
     p = F.linear_params_expr().subs({F.n_layers: 3, F.d_model: 64, F.d_ff: 160, F.n_heads: 8,
                                      F.n_kv_heads: 2, F.head_dim: 8, F.vocab: 1000})
     for batch, n in [(1, 1), (4, 16)]:
-        c = counts.op_costs(CFG, batch, n, weight_dtype="fp32", act_dtype="bf16")
+        c = counts.op_costs(CFG, batch, n, weight_dtype="fp32", act_dtype="bf16", logits="all")
         lin_read = sum(c[op].bytes_read for op in F.LINEAR_OPS)
         # bf16 inputs: q, k, v, gate, up (d_model each), o (n_heads*head_dim), down (d_ff); head
         inputs = 2 * batch * n * (3 * (5 * 64 + 8 * 8 + 160) + 64)

@@ -121,6 +121,8 @@ def test_every_chip_is_complete_and_sourced():
     for record in raw["accelerators"]:
         fields = {"memory_gib", "bandwidth_gb_s", "peak_tflops", "interconnect",
                   "interconnect_latency", "network"}
+        if (record["interconnect"] or {}).get("in_switch_reduction"):
+            fields.add("in_switch_reduction")  # a switch that sums an all-reduce needs a source
         assert set(record["sources"]) == fields
         assert all(len(s) > 20 for s in record["sources"].values())
         chip = get_accelerator(record["name"])
@@ -162,3 +164,29 @@ def test_allreduce_and_send_times():
         get_accelerator("M4 Max").nodes(2)
     with pytest.raises(ValueError, match="n_gpus"):
         h100.nodes(0)
+
+
+@pytest.mark.parametrize(("name", "in_switch"), [
+    ("A100", False), ("H100", True), ("H200", True), ("B200", True), ("MI300X", False),
+    ("RTX 4090", False), ("M4 Max", False)])
+def test_in_switch_reduction_only_behind_nvlink_sharp_switches(name, in_switch):
+    """NVLink SHARP: the third-generation NVSwitch (HGX H100/H200) and NVLink 5's switch
+    (B200) sum an all-reduce themselves; A100's NVSwitch, MI300X's mesh and PCIe do not."""
+    assert get_accelerator(name).in_switch_reduction is in_switch
+
+
+def test_allreduce_floor_by_hand():
+    """8 H100s, a 16 MiB message: in the switch each GPU sends m once over 450 GB/s each way;
+    a ring (A100, 300 GB/s each way) sends 2 x 7/8 m; both with 3 us of latency."""
+    m = 16 * 2**20
+    link, network, latency = get_accelerator("H100").allreduce_floor(8, m)
+    assert link == pytest.approx(m / 450e9) and network == 0 and latency == pytest.approx(3e-6)
+    link, _, _ = get_accelerator("A100").allreduce_floor(8, m)
+    assert link == pytest.approx(2 * 7 / 8 * m / 300e9)
+    # across two nodes of 8: the network carries each GPU's 1/8 shard, 2 x 1/2 of it each way
+    link, network, latency = get_accelerator("H100").allreduce_floor(16, m)
+    chip = get_accelerator("H100")
+    assert network == pytest.approx(m / 8 / (chip.network_bandwidth / 2))
+    assert latency == pytest.approx(chip.collective_latency_s + chip.network_latency_s)
+    # the ring's time (the kernel-by-kernel one) is never below the floor's link time
+    assert get_accelerator("H100").allreduce_s(8, m) > m / 450e9 + 3e-6

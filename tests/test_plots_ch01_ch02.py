@@ -158,10 +158,14 @@ def test_phases_1_is_about_the_batch():
 
 
 def test_paradox_4_accepts_the_two_flops_per_parameter_estimate():
-    # 12.4 ms x 0.824 x 989.4 TFLOPS over 2 FLOPs x 8,030,261,248 parameters
-    estimate = 12.4e-3 * 0.824 * 989.4e12 / (2 * 8_030_261_248)
+    # 12.4 ms x 0.824 x 989.4 TFLOPS over 2 FLOPs x the layers' parameters: 8,030,261,248
+    # less the embedding and the LM head, 128,256 x 4,096 each (the head runs once per prompt)
+    work = 12.4e-3 * 0.824 * 989.4e12
+    estimate = work / (2 * (8_030_261_248 - 2 * 128_256 * 4096))
     assert check("paradox-4", estimate)
     assert not check("paradox-4", estimate / 2)
+    # the whole parameter count charges the LM head at all 629 positions: too few tokens
+    assert not check("paradox-4", work / (2 * 8_030_261_248))
 
 
 @pytest.mark.parametrize("id", ["paradox-1", "paradox-2", "paradox-3", "phases-2", "phases-4"])

@@ -87,3 +87,18 @@ def test_disaggregation_is_a_plain_comparison():
     assert d.colocated_stall_s > d.colocated_tpot_s  # co-located users wait for the prompt
     assert d.split_fits and d.colocated_fits
     assert math.isfinite(d.split_ttft_s) and d.split_ttft_s > d.kv_transfer_s
+
+
+def test_the_verify_pass_computes_every_positions_logits(monkeypatch):
+    """A prefill samples one token per sequence, so its LM head runs at the last position
+    (counts' default); a verify pass checks every draft, so it needs all gamma + 1 logits."""
+    calls = []
+    original = S._step_s
+
+    def spy(s, batch, n_new, n_past, **kw):
+        calls.append((batch, n_new, kw.get("logits_tokens")))
+        return original(s, batch, n_new, n_past, **kw)
+
+    monkeypatch.setattr(S, "_step_s", spy)
+    S.speculative("llama-3-8b", H100, 256, 1024, 3, 0.7, draft=None)
+    assert calls[0] == (256, 4, 256 * 4)

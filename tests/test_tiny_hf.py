@@ -154,3 +154,45 @@ def test_an_untied_head_is_refused_by_a_tied_config():
     state = {k: v.numpy() for k, v in model.state_dict().items()}
     with pytest.raises(ValueError, match="lm_head.weight differs from model.embed_tokens.weight"):
         TinyLlama(cfg, state)
+
+
+@pytest.mark.parametrize("logits", ["last", "all"])
+@pytest.mark.parametrize("attention", ["MHA", "GQA-head_dim-12"])
+def test_generate_does_transformers_generates_flops(attention, logits):
+    """transformers' ``generate`` computes the LM head at each prompt's last position only
+    (``logits_to_keep=1``); ``logits_to_keep=0`` asks for every position. The tiny model's
+    ``generate`` makes the same tokens, and its tallied matmul FLOPs (the linear layers and
+    the attention's two products) equal what ``torch.utils.flop_counter.FlopCounterMode``
+    counts in transformers' eager attention (which multiplies the whole masked block, as the
+    tiny model does with ``skip_masked=False``), pass by pass summed, exactly."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llm_roofline import counts
+    from llm_roofline import formulas as F
+    from llm_roofline.tiny import Tally
+
+    model = hf_llama(attention, False, torch.float32)
+    model.config._attn_implementation = "eager"
+    cfg = tiny_config(model)
+    tiny = TinyLlama(cfg, {k: v.numpy() for k, v in model.state_dict().items()},
+                     skip_masked=False)
+    ids = token_ids(cfg.vocab_size)[:, :PROMPT]
+    options = {} if logits == "last" else {"logits_to_keep": 0}
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model.generate(torch.from_numpy(ids), attention_mask=torch.ones(ids.shape),
+                             max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                             pad_token_id=0, **options)
+    tally = Tally()
+    tokens = tiny.generate(ids, STEPS, tally=tally, logits=logits)
+    np.testing.assert_array_equal(tokens, out.numpy())
+    matmuls = set(F.LINEAR_OPS) | {"attn_scores", "attn_values"}
+    counted = sum(c.flops for phase in ("prefill", "decode")
+                  for op, c in tally.costs(phase).items() if op in matmuls)
+    assert counted == counter.get_total_flops()
+    head = sum(counter.get_flop_counts()["LlamaForCausalLM.lm_head"].values())
+    positions = BATCH * (PROMPT if logits == "all" else 1) + BATCH * (STEPS - 1)
+    assert head == 2 * positions * HIDDEN * cfg.vocab_size
+    # and the analytic count: op_costs of the prefill with the same logits setting
+    prefill = counts.op_costs(cfg, BATCH, PROMPT, weight_dtype="fp32", causal=False,
+                              logits=logits)
+    assert tally.costs("prefill") == prefill

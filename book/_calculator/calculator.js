@@ -11,7 +11,9 @@
  *      the body's or the 16-bit head's size, the cache at the KV size; ops of one fused kernel
  *      (ATTENTION_KERNEL: kv_read, attn_scores, softmax, attn_values) are summed (Setup.pass_costs).
  *   2. A kernel's time is max(FLOPs / (peak * MFU), bytes / (bandwidth * MBU)); a phase's time is
- *      the sum over its kernels plus two all-reduces per layer (Setup.roofline_s, allreduce_s).
+ *      the sum over its kernels plus the 2L + 2 collectives of tensor parallelism: two
+ *      all-reduces per layer, the embedding's, and the logits' all-gather (Setup.roofline_s,
+ *      allreduce_s).
  *   3. TPOT is the exact mean over the output_len - 1 decode steps (contexts prompt_len + 1 ...):
  *      between the exported breaks every kernel's FLOPs and bytes are affine in the context, so
  *      the mean of its max over each segment has a closed form (meanOfMax, the library's
@@ -155,12 +157,14 @@
     const peak = chipPeak * mfu, bw = chip.bandwidth * mbu;
     const passes = D.passes[state.model], prefillFn = passes.prefill,
       decodeFn = passes.decode || passes.prefill;
-    const allreduce = (tokens) => n === 1 ? 0 : 2 * m.nLayers *
-      (chipTp.allreduce[0] * (tokens * m.hidden * D.sizes.act) + chipTp.allreduce[1]);
+    // Setup.allreduce_s: 2L + 1 all-reduces of the hidden state, one all-gather of the logits
+    const allreduce = (tokens, logitsTokens) => n === 1 ? 0 : (2 * m.nLayers + 1) *
+      (chipTp.allreduce[0] * (tokens * m.hidden * D.sizes.act) + chipTp.allreduce[1])
+      + chipTp.allgather[0] * (logitsTokens * m.vocab * D.sizes.act) + chipTp.allgather[1];
 
     const steps = Math.max(o - 1, 1);
     const means = decodeMeans(m, modelTp, sizes, decodeFn, b, p, steps, peak, bw);
-    const decodeAr = allreduce(b);
+    const decodeAr = allreduce(b, b);
     let tpot = 0, flops = 0, moved = 0;
     for (const [f, mv, t] of means.values()) { tpot += t; flops += f; moved += mv; }
     tpot += decodeAr;
@@ -170,7 +174,7 @@
     const prefill = kernels(m, modelTp, sizes, prefillFn, b, p, 0, b);
     const prefillTimes = new Map([...prefill].map(([k, [f, mv]]) =>
       [k, Math.max(f / peak, mv / bw)]));
-    const prefillAr = allreduce(b * p);
+    const prefillAr = allreduce(b * p, b);  // logits at each prompt's last position
     let ttft = 0;
     for (const t of prefillTimes.values()) ttft += t;
     ttft = ttft + prefillAr + D.defaults.queue_s;
@@ -188,9 +192,9 @@
       e2e_s: ttft + (o - 1) * tpot,
       breakdown: {
         prefill: phaseRows(prefill, prefillTimes, peak, bw, prefillAr + D.defaults.queue_s,
-          modelTp.allreduceBytesPerToken * (b * p), n),
+          modelTp.allreduceBytesPerToken * (b * p) + modelTp.gatherBytesPerToken * b, n),
         decode: phaseRows(decode, decodeTimes, peak, bw, decodeAr,
-          modelTp.allreduceBytesPerToken * b, n),
+          (modelTp.allreduceBytesPerToken + modelTp.gatherBytesPerToken) * b, n),
       },
     };
   }

@@ -8,9 +8,28 @@ Memory (bytes per GPU)
     Weights, the KV cache of the whole batch at its final context, activations and the
     runtime reserve, computed by :mod:`llm_roofline.vram` (its docstring gives the rules); the
     ``Estimate`` carries them as ``memory`` and says whether they ``fits``.
-One roofline per operation (prefill and decode alike)
+Two times per phase: kernel by kernel, and the floor
     A pass is a sequence of kernels, each on its own roofline:
-    ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``, summed. Kernels are the
+    ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``. Summed, with the all-reduces
+    one after another, they give the *kernel-by-kernel time* (``ttft_s``, ``tpot_s``): what an
+    engine pays that runs its kernels one at a time with nothing overlapping. It is not a
+    bound: an engine that overlaps a compute-bound GEMM with memory-bound attention or with
+    communication (NanoFlow's nano-batching, 1.9x over vLLM) can beat it. The *floor*
+    (``ttft_floor_s``, ``tpot_floor_s``, ``DecodeStep.floor_s``) is the busiest resource's time:
+    the largest of the math units' (the sum over kernels of FLOPs / peak), the memory's (the
+    sum of compulsory bytes / bandwidth), the interconnect's and the network's (the
+    all-reduces' bytes at their least cost: a ring, or each GPU's message once each way behind
+    a switch that reduces in the network, NVLink SHARP; ``Accelerator.allreduce_floor``), plus
+    the latency no overlap can hide. The rule for that latency: a pass of one sequence is one
+    chain of dependent kernels, each all-reduce waiting for the layer before it and the next
+    layer waiting for it, so its collectives' fixed latencies are added to the floor; a pass
+    of two or more sequences can split into micro-batches whose collectives overlap the other
+    micro-batch's work, so the latencies only join the max (each micro-batch still waits for
+    its own collectives one after another). Prefetching a layer's weights during an
+    all-reduce could hide part of a single sequence's latency; the floor leaves that out,
+    so at a batch of one it is the floor of engines that do not prefetch across collectives.
+    The floor is never above the kernel-by-kernel time, and equals it (up to the latency rule)
+    when every kernel is limited by the same resource and nothing else runs. Kernels are the
     operations of ``formulas.op_elements``, except that the attention over the KV cache
     (``kv_read``, ``attn_scores``, ``softmax``, ``attn_values``) is one kernel, ``attention``,
     as FlashAttention/FlashDecoding read the cache and do the math in one pass. A weight matmul
@@ -19,14 +38,19 @@ One roofline per operation (prefill and decode alike)
     (per byte of a 16-bit cache) whatever the batch, so for GQA/MHA it never does.
 TTFT (s)
     The prefill of the whole batch in one pass, plus the tensor-parallel all-reduces and
-    ``queue_s``. The LM head runs on the last position of each sequence only, as engines compute
-    logits only where a token is sampled.
+    ``queue_s`` (kernel by kernel; ``ttft_floor_s`` is its floor plus the queue). The LM head
+    runs on the last position of each sequence only, as engines compute logits only where a
+    token is sampled.
 TPOT (s)
     The time of one decode step, which is every user's time per output token: the sum over
-    kernels of their rooflines, plus the all-reduces; averaged exactly over the
+    kernels of their rooflines, plus the all-reduces (kernel by kernel); averaged exactly over the
     ``output_len - 1`` steps as the context grows (each kernel's FLOPs and bytes are affine in
     the context, so each kernel's max has at most one crossing: ``_mean_of_max`` per kernel; a
-    kernel that is not affine, such as a sliding window's, is summed step by step). The
+    kernel that is not affine, such as a sliding window's, is summed step by step).
+    ``tpot_floor_s`` is the mean of each step's floor, exact too: a step's compute and memory
+    busy times are affine in the context, and the mean of the upper envelope of affine
+    functions is summed piece by piece between their crossings (step by step where not
+    affine). The
     aggregate throughput is ``batch / TPOT``; ``TPOT / batch`` is the amortised time per token,
     not anyone's latency. With ``output_len = 1`` no decode step happens; the decode fields then
     describe the step that would make a second token (context ``prompt_len + 1``).
@@ -39,8 +63,10 @@ Precisions
 
 Bytes counted are the compulsory traffic: weights (each distinct expert a step touches, for
 MoE) and the KV cache. Activations are left out, as a fused engine keeps most of them on chip;
-FLOPs are every op's (``formulas``). With ``mbu = mfu = 1`` the result is therefore a bound
-that no engine can beat. Real engines reach a fraction of each peak: model bandwidth
+FLOPs are every op's (``formulas``). With ``mbu = mfu = 1`` the floor is therefore a bound
+that no engine can beat, however it overlaps its kernels; the kernel-by-kernel time is the
+plain engine's time, which overlap and fusion can beat. Real engines reach a fraction of each
+peak: model bandwidth
 utilisation (MBU) and model FLOPs utilisation (MFU). Pope et al. (2022) report 76 % MFU for
 large-batch prefill of PaLM 540B on TPU v4; the Databricks/MosaicML inference study measures MBU
 well below 1 for batch-1 decode. As a starting point use ``mfu`` about 0.5-0.7 and ``mbu`` about
@@ -50,10 +76,12 @@ Tensor parallelism splits attention heads, MLP and experts (each GPU holds ``1/n
 expert), and the vocabulary; the norms, the router and MLA's down-projections are replicated;
 with more GPUs than KV heads each GPU keeps one KV head (the cache is replicated), and MLA's
 latent cache, shared by all heads, is replicated on every GPU. Each layer all-reduces its
-attention and MLP outputs (``Accelerator.allreduce_s``): a ring inside the scale-up domain
+attention and MLP outputs, and each pass all-reduces the vocabulary-parallel embedding's rows
+and all-gathers the logits: ``2L + 2`` collectives (``Setup.allreduce_s``; the row
+``allreduce`` of ``breakdown`` is all of them). Each is a ring inside the scale-up domain
 (an HGX node of 8) at the interconnect's bandwidth, a hierarchical all-reduce across nodes at
 the network's, each collective with its fixed latency from the data (a lower estimate, so the
-result stays a bound). ``Estimate.nodes`` says how many nodes ``n_gpus`` fill.
+floor stays a floor). ``Estimate.nodes`` says how many nodes ``n_gpus`` fill.
 
 Every size may be a NumPy array (they broadcast): a sweep of 100,000 (batch, context) points
 is one call (see ``benchmarks/bench_estimate.py``). ``setup`` is the one step every function
@@ -86,6 +114,14 @@ class Estimate:
     that are compute-bound take at least as long as the memory-bound ones, else ``"memory"``.
     ``bandwidth_utilisation`` is the fraction of peak bandwidth a decode step keeps busy.
     ``breakdown("prefill")`` and ``breakdown("decode")`` give the per-kernel table.
+
+    Two times per phase (module docs): ``ttft_s`` and ``tpot_s`` are the kernel-by-kernel
+    times, each kernel on its own roofline and nothing overlapping, what a plain engine pays;
+    ``ttft_floor_s`` and ``tpot_floor_s`` are the floors, the busiest resource's time, which
+    no engine can beat however it overlaps its kernels (``throughput_floor_tok_s``,
+    ``e2e_floor_s`` follow from them). ``resources(phase)`` gives each resource's busy time.
+    ``decode_bound`` and ``prefill_bound`` name the resource that limits the kernel-by-kernel
+    time: ``"memory"`` or ``"compute"``.
     """
 
     model: str
@@ -113,6 +149,9 @@ class Estimate:
     allreduce_s: Number  # per decode step
     bandwidth_utilisation: Number
     phases: dict = field(default_factory=dict, repr=False, compare=False)  # for breakdown()
+    ttft_floor_s: Number = None  # the prefill's floor (module docs), queue included
+    tpot_floor_s: Number = None  # the decode step's floor, mean over the decode steps
+    busy: dict = field(default_factory=dict, repr=False, compare=False)  # for resources()
 
     @property
     def bound(self) -> Label:
@@ -123,6 +162,31 @@ class Estimate:
     def precision(self) -> str:
         """Weight, KV-cache and compute precision in words (weight-only or weight-and-activation)."""
         return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype)
+
+    @property
+    def throughput_floor_tok_s(self) -> Number:
+        """``batch / tpot_floor_s``: the most decode tokens per second any engine can make."""
+        return self.batch / self.tpot_floor_s
+
+    @property
+    def e2e_floor_s(self) -> Number:
+        """One request's latency at the floor: ``ttft_floor_s + (output_len - 1) * tpot_floor_s``."""
+        return self.ttft_floor_s + (self.output_len - 1) * self.tpot_floor_s
+
+    def resources(self, phase: str = "decode") -> dict:
+        """The busy time of each resource in the prefill or a (mean) decode step, seconds.
+
+        Keys: ``compute`` (FLOPs over the peak), ``memory`` (compulsory bytes over the
+        bandwidth), ``interconnect`` and ``network`` (the all-reduces' bytes at their least
+        cost), ``latency`` (the all-reduces' fixed latencies, on the critical path only for
+        one sequence), ``latency_added`` (the latencies the floor adds: all of them for one
+        sequence, else 0), ``floor`` (``ttft_floor_s`` less the queue, or ``tpot_floor_s``),
+        ``kernel_by_kernel`` (``ttft_s`` less the queue, or ``tpot_s``) and ``limit``: the
+        resource whose busy time is the floor (``"latency"`` where the collectives' latencies
+        exceed every busy time).
+        """
+        phase = validate.choice("phase", phase, ("prefill", "decode"))
+        return dict(self.busy[phase])
 
     @property
     def time_per_token_s(self) -> Number:
@@ -175,7 +239,7 @@ def estimate(
     ``model``: a ``ModelConfig`` or a built-in name; ``accelerator``: an ``Accelerator`` or a
     name. ``batch``, ``prompt_len`` and ``output_len`` are positive integers or arrays of them.
     Other arguments as for ``setup``; ``queue_s`` (seconds) is added to the TTFT. Returns an
-    ``Estimate``: bounds at the ``mbu`` and ``mfu`` given.
+    ``Estimate``: kernel-by-kernel times and floors at the ``mbu`` and ``mfu`` given.
 
     The calibrated prediction of a tuned engine is ``realistic.estimate`` (or
     ``llm_roofline.estimate(..., realistic=True)``).
@@ -191,8 +255,11 @@ def estimate(
     prefill = {k: (f, w + kv) for k, (f, w, kv) in
                s.pass_costs(b, p, 0, absorbed=False, logits_tokens=b).items()}
     prefill_times = {k: s.roofline_s(f, m) for k, (f, m) in prefill.items()}
-    prefill_ar = s.allreduce_s(b * p.astype(float))
+    prefill_ar = s.allreduce_s(b * p.astype(float), b)  # logits at the last positions
     ttft = sum(prefill_times.values()) + prefill_ar + queue
+    prefill_busy = _busy(s, sum(f for f, _ in prefill.values()) / s.peak,
+                         sum(m for _, m in prefill.values()) / s.bandwidth,
+                         b * p.astype(float), b, ttft - queue)
 
     # decode: steps see contexts prompt_len+1 ... prompt_len+output_len-1
     steps = np.maximum(o - 1, 1)
@@ -203,6 +270,8 @@ def estimate(
     moved = sum(m for _, m, _ in means.values())
     decode = {k: (f, m) for k, (f, m, _) in means.items()}
     decode_times = {k: t for k, (_, _, t) in means.items()}
+    decode_busy = _busy(s, flops / s.peak, moved / s.bandwidth, b, b, tpot,
+                        floor=_decode_floor(s, b, p, steps))
 
     return Estimate(
         model=s.model.name, accelerator=s.accelerator.name, batch=_out(b), prompt_len=_out(p),
@@ -214,16 +283,21 @@ def estimate(
         throughput_tok_s=_out(b / tpot), decode_bytes=_out(moved), decode_flops=_out(flops),
         allreduce_s=_out(decode_ar),
         bandwidth_utilisation=_out(moved / tpot / s.accelerator.bandwidth),
-        phases={"prefill": (s, prefill, prefill_times, prefill_ar + queue, b * p.astype(float)),
-                "decode": (s, decode, decode_times, decode_ar, b)},
+        phases={"prefill": (s, prefill, prefill_times, prefill_ar + queue,
+                            (b * p.astype(float), b)),
+                "decode": (s, decode, decode_times, decode_ar, (b, b))},
+        ttft_floor_s=_out(prefill_busy["floor"] + queue), tpot_floor_s=_out(decode_busy["floor"]),
+        busy={"prefill": prefill_busy, "decode": decode_busy},
     )
 
 
 @dataclass(frozen=True)
 class DecodeStep:
-    """One decode step, per GPU: its time (s, all-reduces included), what bounds it
-    (``"memory"`` or ``"compute"``, the rule of ``Estimate.decode_bound``), its compulsory bytes
-    and its FLOPs (arrays when the inputs are); ``breakdown()``: the per-kernel table."""
+    """One decode step, per GPU: its kernel-by-kernel time (s, all-reduces included), what
+    limits that time (``"memory"`` or ``"compute"``, the rule of ``Estimate.decode_bound``), its
+    compulsory bytes and its FLOPs (arrays when the inputs are), and its floor ``floor_s`` (the
+    busiest resource, module docs); ``breakdown()``: the per-kernel table; ``resources()``: the
+    busy time of each resource."""
 
     time_s: Number
     bound: Label
@@ -231,10 +305,16 @@ class DecodeStep:
     flops: Number
     allreduce_s: Number
     phase: tuple = field(default=(), repr=False, compare=False)  # for breakdown()
+    floor_s: Number = None  # the step's floor: its busiest resource (module docs)
+    busy: dict = field(default_factory=dict, repr=False, compare=False)  # for resources()
 
     def breakdown(self) -> list[dict]:
         """Per kernel rows, as ``Estimate.breakdown``."""
         return list(_rows(*self.phase))
+
+    def resources(self) -> dict:
+        """Each resource's busy time in the step, as ``Estimate.resources``."""
+        return dict(self.busy)
 
 
 def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch, context, *,
@@ -246,7 +326,8 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
     The step reads ``context - 1`` cached tokens per sequence and adds one: it makes token
     ``context + 1 - prompt_len`` of a request with ``prompt_len`` prompt tokens. Its time is
     the sum over kernels of ``max(bytes / (bandwidth * mbu), FLOPs / (peak * mfu))`` plus the
-    all-reduces: every user's TPOT at that context. Arguments as for ``estimate``.
+    all-reduces: every user's TPOT at that context, kernel by kernel; ``floor_s`` is the least
+    any engine can take for it. Arguments as for ``estimate``.
     """
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
@@ -257,14 +338,124 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
              s.pass_costs(b, 1, ctx - 1, absorbed=True).items()}
     times = {k: s.roofline_s(f, m) for k, (f, m) in costs.items()}
     allreduce = s.allreduce_s(b * np.ones(np.shape(ctx)))
+    flops = sum(f for f, _ in costs.values())
+    moved = sum(m for _, m in costs.values())
+    busy = _busy(s, flops / s.peak, moved / s.bandwidth, b * np.ones(np.shape(ctx)), b,
+                 sum(times.values()) + allreduce)
     return DecodeStep(
         time_s=_out(sum(times.values()) + allreduce),
         bound=_out(_step_bound(s, costs, times)),
         bytes=_out(sum(m for _, m in costs.values())),
         flops=_out(sum(f for f, _ in costs.values())),
         allreduce_s=_out(allreduce),
-        phase=(s, costs, times, allreduce, b),
+        phase=(s, costs, times, allreduce, (b, b)),
+        floor_s=_out(busy["floor"]), busy=busy,
     )
+
+
+def _collective_terms(s: Setup, tokens, sequences):
+    """The all-reduces' part of a floor: ``(interconnect_s, network_s, floor_term, added)``.
+
+    ``floor_term`` joins the busy times in the max, ``added`` is added to it: the rule of the
+    module docs (latencies added for one sequence, a chain in the max for more).
+    """
+    link, network, latency = s.allreduce_floor(tokens, sequences)  # logits: one per sequence
+    single = np.asarray(sequences) == 1
+    added = np.where(single, latency, 0.0)
+    chain = np.where(single, 0.0, latency)
+    return link, network, chain, added
+
+
+def _busy(s: Setup, compute, memory, tokens, sequences, kernel_by_kernel, floor=None) -> dict:
+    """Each resource's busy time in a pass, its floor and the resource that sets it."""
+    link, network, chain, added = _collective_terms(s, tokens, sequences)
+    _, _, latency = s.allreduce_floor(tokens, sequences)
+    names = ("compute", "memory", "interconnect", "network", "latency")
+    terms = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
+                                  (compute, memory, link, network, chain)))
+    if floor is None:
+        floor = np.max(np.stack(terms), axis=0) + added
+    limit = np.asarray(names)[np.argmax(np.stack(terms), axis=0)]
+    return {"compute": _out(terms[0]), "memory": _out(terms[1]), "interconnect": _out(terms[2]),
+            "network": _out(terms[3]), "latency": _out(latency * np.ones(np.shape(terms[0]))),
+            "latency_added": _out(added * np.ones(np.shape(terms[0]))),
+            "floor": _out(floor), "kernel_by_kernel": _out(kernel_by_kernel),
+            "limit": _out(limit)}
+
+
+def _decode_floor(s: Setup, b, p, steps) -> Number:
+    """The mean over the decode steps of each step's floor, exactly.
+
+    A step's floor is ``max(C, M, K) + A``: C and M, the compute and memory busy times, are
+    affine in the context for full attention, and K (the collectives' busy times and latency
+    chain) and A (the latencies added for one sequence) do not depend on it; the mean of the
+    upper envelope of three affine functions is summed piece by piece (``_mean_of_envelope``).
+    Where C or M is not affine (a sliding window), every step is summed instead.
+    """
+    b, p, steps = np.broadcast_arrays(b, p, steps)
+    link, network, chain, added = _collective_terms(s, b, b)
+    flat = np.maximum(np.maximum(link, network), chain)
+
+    def totals(n):
+        costs = s.pass_costs(b, 1, n, absorbed=True)
+        return (sum(f for f, _, _ in costs.values()) / s.peak,
+                sum(w + kv for _, w, kv in costs.values()) / s.bandwidth)
+
+    first, last = totals(p), totals(p + steps - 1)
+    span = np.maximum(steps - 1, 1).astype(float)
+    affine = True
+    for where in ((steps - 1) // 3, 2 * (steps - 1) // 3):
+        inner = totals(p + where)
+        for i in range(2):
+            chord = first[i] + (last[i] - first[i]) * where / span
+            affine &= bool(np.allclose(inner[i], chord, rtol=1e-9, atol=0))
+    if affine:
+        lines = [(first[0], last[0]), (first[1], last[1]), (flat, flat)]
+        return _mean_of_envelope(lines, steps) + added
+    total = 0.0
+    for start in range(0, int(np.max(steps)), 256):
+        j = np.arange(start, min(start + 256, int(np.max(steps))))
+        mask = j < steps[..., None]
+        costs = s.pass_costs(b[..., None], 1, p[..., None] + j, absorbed=True)
+        c = sum(f for f, _, _ in costs.values()) / s.peak
+        m = sum(w + kv for _, w, kv in costs.values()) / s.bandwidth
+        step = np.maximum(np.maximum(c, m), np.asarray(flat)[..., None])
+        total = total + np.where(mask, step, 0.0).sum(-1)
+    return total / steps + added
+
+
+def _mean_of_envelope(lines, n):
+    """Mean over steps ``j = 0 .. n-1`` of ``max_i line_i(j)``, each line affine from its
+    ``(start, end)`` values at ``j = 0`` and ``j = n - 1``; exact.
+
+    The envelope changes line only where two lines cross: between consecutive crossings one
+    line is the max, and its sum over the integer steps there is an arithmetic series.
+    """
+    n = np.asarray(n, dtype=float)
+    span = np.maximum(n - 1, 1)
+    a = np.stack(np.broadcast_arrays(*(np.asarray(v0, dtype=float) for v0, _ in lines)))
+    end = np.stack(np.broadcast_arrays(*(np.asarray(v1, dtype=float) for _, v1 in lines)))
+    a, end, n, span = np.broadcast_arrays(a, end, n, span)
+    slope = (end - a) / span
+    k = len(lines)
+    cuts = [np.zeros(n.shape[1:]), n[0]]
+    for i in range(k):
+        for j in range(i + 1, k):
+            ds = slope[i] - slope[j]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                x = np.where(ds != 0, (a[j] - a[i]) / np.where(ds != 0, ds, 1), 0.0)
+            cuts.append(np.clip(x, 0, n[0]))
+    cuts = np.sort(np.stack(cuts), axis=0)
+    total = np.zeros(n.shape[1:])
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        j0, j1 = np.ceil(lo), np.ceil(hi)  # integer steps j0 .. j1 - 1
+        count = np.maximum(j1 - j0, 0)
+        mid = (lo + hi) / 2
+        best = np.argmax(a + slope * mid, axis=0)
+        a_b = np.take_along_axis(a, best[None], 0)[0]
+        s_b = np.take_along_axis(slope, best[None], 0)[0]
+        total = total + count * a_b + s_b * (count * j0 + count * (count - 1) / 2)
+    return total / n[0]
 
 
 def _step_bound(s: Setup, costs: dict, times: dict) -> Label:
@@ -278,7 +469,8 @@ def _step_bound(s: Setup, costs: dict, times: dict) -> Label:
 
 
 def _rows(s: Setup, costs: dict, times: dict, extra_s, tokens) -> tuple[dict, ...]:
-    """The per-kernel table of a phase (kernels with no FLOPs and no bytes left out)."""
+    """The per-kernel table of a phase (kernels with no FLOPs and no bytes left out);
+    ``tokens``: the pass's tokens and logits positions, for the collectives' bytes."""
     total = sum(times.values()) + extra_s
     rows = []
     for k, (f, m) in costs.items():
@@ -292,7 +484,7 @@ def _rows(s: Setup, costs: dict, times: dict, extra_s, tokens) -> tuple[dict, ..
             "share": _out(times[k] / total),
         })
     if s.n_gpus > 1:
-        rows.append({"op": "allreduce", "flops": 0.0, "bytes": _out(s.allreduce_bytes(tokens)),
+        rows.append({"op": "allreduce", "flops": 0.0, "bytes": _out(s.allreduce_bytes(*tokens)),
                      "intensity": None, "time_s": _out(extra_s * 1.0), "bound": "interconnect",
                      "share": _out(extra_s / total)})
     elif np.any(extra_s > 0):  # the queue of a prefill on one GPU

@@ -28,7 +28,9 @@ __all__ = ["commands", "help_text", "main"]
 
 _GIB = 2**30
 
-_EPILOG = """All figures are roofline bounds: with --mbu 1 --mfu 1 no engine can beat them.
+_EPILOG = """Two times for each phase. The floor: the busiest resource's time (math, memory, \
+interconnect), which with --mbu 1 --mfu 1 no engine can beat however it overlaps its kernels.
+Kernel by kernel: each kernel on its own roofline, one after another, nothing overlapped.
 Memory is per GPU, in GiB (2**30 bytes), the unit in which accelerator memory is sized; \
 bandwidths are in GB/s (1e9 bytes/s)."""
 
@@ -122,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="llm-roofline",
         description="LLM VRAM and throughput calculator: memory, TTFT, TPOT and throughput "
-        "of a model on an accelerator, as roofline bounds.",
+        "of a model on an accelerator: the floor no engine beats, and the kernel-by-kernel time.",
         epilog=_EPILOG + "\n\n" + _ESTIMATE_EXAMPLES.replace("examples:", "example:", 1),
         formatter_class=_Formatter,
     )
@@ -177,14 +179,15 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--realistic", action="store_true",
                      help="a calibrated prediction of what a tuned engine achieves (efficiencies and "
                      "fixed per-step costs fitted on published measurements), printed beside the "
-                     "bound; not with --mbu/--mfu")
+                     "floor and the kernel-by-kernel time at peak; not with --mbu/--mfu")
     est.add_argument("--engine", default=None, metavar="FAMILY",
                      help="with --realistic: the preset of an engine family ("
                      + ", ".join(n for n in realistic.load_presets() if n != "default")
                      + "; default: a preset fitted on all modern engines)")
     est.add_argument("--breakdown", action="store_true",
                      help="also show each kernel of the prefill and of a decode step: FLOPs, "
-                     "bytes, intensity, time, bound and share")
+                     "bytes, intensity, time, the resource that limits it and share; and each "
+                     "resource's busy time, the largest of which is the floor")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
     commands.add_parser(
         "models", help="list the built-in models",
@@ -339,7 +342,7 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
         calibrated = realistic.estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus,
                                         queue_s=queue, compute_dtype=args.compute_dtype,
                                         engine=args.engine, **options)
-        est, mbu, mfu = calibrated.estimate, 1.0, 1.0  # the bound's efficiencies below
+        est, mbu, mfu = calibrated.estimate, 1.0, 1.0  # the peak's efficiencies below
     else:
         est = estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
                        queue_s=queue, compute_dtype=args.compute_dtype, **options)
@@ -368,16 +371,19 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
         "tpot_s": est.tpot_s, "decode_bound": est.decode_bound,
         "throughput_tok_s": est.throughput_tok_s, "e2e_s": est.e2e_s,
         "bandwidth_utilisation": est.bandwidth_utilisation,
+        "ttft_floor_s": est.ttft_floor_s, "tpot_floor_s": est.tpot_floor_s,
+        "throughput_floor_tok_s": est.throughput_floor_tok_s, "e2e_floor_s": est.e2e_floor_s,
     }
     if calibrated is not None:
         b = calibrated.bound
         result["kind"] = calibrated.label
         result["bound"] = {"ttft_s": b.ttft_s, "ttft_joining_s": result["ttft_joining_s"],
                            "tpot_s": b.tpot_s, "throughput_tok_s": b.throughput_tok_s,
-                           "e2e_s": b.e2e_s}
-        result["ttft_joining_s"] = None  # priced as a bound only (the line below)
+                           "e2e_s": b.e2e_s}  # kernel by kernel at MBU = MFU = 1 (old key)
+        result["ttft_joining_s"] = None  # priced kernel by kernel at peak only (the line below)
     if args.breakdown:
         result["breakdown"] = {phase: est.breakdown(phase) for phase in ("prefill", "decode")}
+        result["resources"] = {phase: est.resources(phase) for phase in ("prefill", "decode")}
     if not est.fits:
         result["would_fit"] = _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args,
                                               most)
@@ -436,47 +442,73 @@ def _report(r: dict) -> str:
         f"  capacity                 {gib['capacity']:10.2f}",
         "",
     ]
-    bound = r.get("kind") or f"roofline bounds at MBU {r['mbu']:g}, MFU {r['mfu']:g}"
-    lines.append(f"latency and throughput ({bound})" if r["fits"] else
-                 f"latency and throughput IF IT FIT ({bound})")
-    prefill_what = "1 prompt" if r["batch"] == 1 else f"{r['batch']:,} prompts in one prefill"
-    joining = [] if r["ttft_joining_s"] is None else [
-        f"  TTFT, joining a server   {_time(r['ttft_joining_s']):>10}   1 prompt in a step with "
-        f"{r['batch']:,} decoding"]
+    kind = r.get("kind") or f"roofline times at MBU {r['mbu']:g}, MFU {r['mfu']:g}"
+    lines.append(f"latency and throughput ({kind})" if r["fits"] else
+                 f"latency and throughput IF IT FIT ({kind})")
+    prefill_what = "1 prompt" if r["batch"] == 1 else f"{r['batch']:,} prompts at once"
+
+    def row(label, floor, other, what=""):
+        return f"  {label:<23} {floor:>8} {other:>8}  {what}".rstrip()
+
+    if "kind" not in r:
+        lines.append(f"  {'':<23} {'':>8} {'kernel':>8}")
     lines += [
-        f"  TTFT, whole batch        {_time(r['ttft_s']):>10}   {prefill_what}, "
-        f"{r['prefill_bound']}-bound",
-        *joining,
-        f"  TPOT, each user          {_time(r['tpot_s']):>10}   {r['decode_bound']}-bound, "
-        f"{100 * r['bandwidth_utilisation']:.0f} % of peak bandwidth",
-        f"  throughput, all users    {r['throughput_tok_s']:10,.1f}   tokens/s",
+        f"  {'':<23} {'floor':>8} {'predicted' if 'kind' in r else 'by kernel':>8}",
+        row("TTFT, whole batch", _time(r["ttft_floor_s"]), _time(r["ttft_s"]),
+            f"{prefill_what}, {r['prefill_bound']}-bound"),
+    ]
+    if r["ttft_joining_s"] is not None:
+        lines.append(row("TTFT, joining a server", "-", _time(r["ttft_joining_s"]),
+                         f"1 prompt beside {r['batch']:,} decoding"))
+    lines += [
+        row("TPOT, each user", _time(r["tpot_floor_s"]), _time(r["tpot_s"]),
+            f"{r['decode_bound']}-bound, {100 * r['bandwidth_utilisation']:.0f} % of peak "
+            "bandwidth"),
+        row("throughput, all users", f"{r['throughput_floor_tok_s']:,.1f}",
+            f"{r['throughput_tok_s']:,.1f}", "tokens/s"),
     ]
     if r["batch"] > 1:
-        lines.append(f"  TPOT / batch             {_time(r['tpot_s'] / r['batch']):>10}   "
-                     "amortised: no user waits this little")
-    lines.append(f"  one request, end to end  {_time(r['e2e_s']):>10}")
+        lines.append(row("TPOT / batch", _time(r["tpot_floor_s"] / r["batch"]),
+                         _time(r["tpot_s"] / r["batch"]), "amortised: no user waits this little"))
+    lines.append(row("one request, end to end", _time(r["e2e_floor_s"]), _time(r["e2e_s"])))
+    lines += ["  floor: the busiest resource (math, memory, links); no engine at these",
+              "  efficiencies beats it, however it overlaps its kernels. kernel by kernel:",
+              "  each kernel on its own roofline, one after another, nothing overlapped"]
+    if "kind" in r:
+        lines.append("  predicted: kernel by kernel at efficiencies fitted on engines")
     if "bound" in r:
         b = r["bound"]
-        lines.append(f"  the bound (MBU = MFU = 1): TTFT {_time(b['ttft_s'])} (joining "
-                     f"{_time(b['ttft_joining_s'])}), TPOT {_time(b['tpot_s'])}, "
-                     f"{b['throughput_tok_s']:,.1f} tokens/s")
+        lines += [f"  kernel by kernel at MBU = MFU = 1: TTFT {_time(b['ttft_s'])} (joining "
+                  f"{_time(b['ttft_joining_s'])}),",
+                  f"  TPOT {_time(b['tpot_s'])}, {b['throughput_tok_s']:,.1f} tokens/s"]
     if "breakdown" in r:
-        lines += _breakdown_lines(r["breakdown"])
+        lines += _breakdown_lines(r["breakdown"], r["resources"])
     return "\n".join(lines)
 
 
-def _breakdown_lines(breakdown: dict) -> list[str]:
+def _breakdown_lines(breakdown: dict, resources: dict) -> list[str]:
     lines = []
     for phase, rows in breakdown.items():
         title = "prefill (the whole batch)" if phase == "prefill" else "one decode step (mean)"
         lines += ["", f"per kernel, {title}, per GPU",
                   f"  {'kernel':<14} {'GFLOP':>13} {'MB':>10} {'FLOP/B':>9} {'time':>9}  "
-                  f"{'bound':<12} {'share':>6}"]
+                  f"{'limit':<12} {'share':>6}"]
         for row in rows:
             intensity = "-" if row["intensity"] is None else f"{row['intensity']:,.1f}"
             lines.append(f"  {row['op']:<14} {row['flops'] / 1e9:13,.1f} {row['bytes'] / 1e6:10,.1f} "
                          f"{intensity:>9} {_time(row['time_s']):>9}  {row['bound']:<12} "
                          f"{100 * row['share']:5.1f}%")
+        busy = resources[phase]
+        names = {"compute": "math", "memory": "memory", "interconnect": "interconnect",
+                 "network": "network", "latency": "collective latencies"}
+        parts = ", ".join(f"{names[k]} {_time(busy[k]) if busy[k] else '0'}" for k in names)
+        limit = names[busy["limit"]]
+        lines += textwrap.wrap(
+            f"busy per resource: {parts}; the floor, {_time(busy['floor'])}, is the "
+            f"{limit}'s busy time" + (" plus the latencies (one sequence)"
+                                      if busy["latency_added"] else "")
+            + f"; kernel by kernel {_time(busy['kernel_by_kernel'])}",
+            80, initial_indent="  ", subsequent_indent="  ")
     return lines
 
 
@@ -508,7 +540,7 @@ def _sweep_table(results: list[dict]) -> str:
             f"{'TTFT':>9} {'TPOT':>9} {'tokens/s':>10}  decode")
     lines = [f"{results[0]['model']} on {results[0]['accelerator']}: weights "
              f"{results[0]['weight_dtype']}, KV cache {results[0]['kv_dtype']}, tensor math "
-             f"{results[0]['compute_dtype']} ({results[0].get('kind') or 'roofline bounds'}; "
+             f"{results[0]['compute_dtype']} ({results[0].get('kind') or 'kernel by kernel'}; "
              "times if it fit where it does not)", head]
     for r in results:
         lines.append(

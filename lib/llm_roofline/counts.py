@@ -23,6 +23,7 @@ from .formulas import (
     _N_PAST,
     B,
     _flags,
+    _logits_at,
     _model_expressions,
     _param_table,
     b_act,
@@ -127,6 +128,7 @@ def op_costs(
     kv_dtype: str | None = None,
     act_dtype: str | None = None,
     causal: bool = True,
+    logits: str = "last",
 ) -> dict[str, Cost]:
     """Cost of each operation for one forward pass, summed over all layers, exact integers.
 
@@ -134,6 +136,10 @@ def op_costs(
     plus themselves (prefill: ``n_past=0, n_new=L``; decode step: ``n_new=1, n_past=L_ctx-1``).
     ``kv_dtype`` and ``act_dtype`` default to ``weight_dtype``. Counting conventions: see the
     module docstring. Bytes of packed sub-byte types are rounded up to whole bytes per operation.
+    ``logits="last"`` (the default) counts the LM head at each sequence's last new position,
+    where a token is sampled (Hugging Face ``generate``, serving engines); ``"all"`` at every
+    new token, as a forward pass that returns every position's logits. A decode step is the
+    same under both.
 
     ``batch``, ``n_new`` and ``n_past`` are Python or NumPy integers. The operations are
     :data:`~llm_roofline.formulas.OPS` for a Llama-style model,
@@ -155,7 +161,7 @@ def op_costs(
         b_kv: _bytes_per_element(kv_dtype or weight_dtype, "kv_dtype"),
         b_act: _bytes_per_element(act_dtype or weight_dtype, "act_dtype"),
     }
-    exprs = expressions_for(cfg, causal=causal, absorbed=n_new == 1)
+    exprs = expressions_for(cfg, causal=causal, absorbed=n_new == 1, logits=logits)
     return {
         op: Cost(*(int(sp.ceiling(x.xreplace(values))) for x in e)) for op, e in exprs.items()
     }
@@ -229,10 +235,11 @@ def param_counts(cfg) -> dict[str, int]:
 # --- vectorised numbers for the calculator ---------------------------------------------------
 @cache
 def _traffic_functions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
-                       windowed, post_norms, qk_norm, act):
+                       windowed, post_norms, qk_norm, act, logits="last"):
     """Per op, a NumPy function of (model values..., B, n_new, n_past) -> four arrays."""
-    exprs = _model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
-                               windowed, post_norms, qk_norm, act)
+    exprs = _logits_at(dict(_model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora,
+                                               absorbed, windowed, post_norms, qk_norm, act)),
+                       logits)
     model = [n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab, n_local, window]
     model += [n_experts, top_k, n_shared, d_expert, n_dense, q_rank, kv_rank, d_rope, d_nope, d_v]
     args = [*model, B, _N_NEW, _N_PAST]
@@ -244,20 +251,22 @@ def _traffic_functions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
     return model, funcs
 
 
-def op_elements(cfg, batch, n_new_, n_past_=0, *, causal: bool = True, absorbed: bool = False):
+def op_elements(cfg, batch, n_new_, n_past_=0, *, causal: bool = True, absorbed: bool = False,
+                logits: str = "last"):
     """Vectorised op counts for the calculator: per op ``(flops, weight, kv, act)`` as arrays.
 
     ``batch``, ``n_new_`` and ``n_past_`` may be NumPy arrays (they broadcast). ``weight``,
     ``kv`` and ``act`` are the *elements* moved (read plus written) of each kind, so that bytes
     are ``elements * bytes_per_element`` of the caller's precisions. The same expressions as
-    :func:`op_costs`, lambdified instead of substituted: floats, not exact integers.
+    :func:`op_costs`, lambdified instead of substituted: floats, not exact integers; the LM
+    head where ``logits`` says (``"last"``: each sequence's last new position).
     """
     import numpy as np
 
     f = _flags(cfg)
     model, funcs = _traffic_functions(
         causal, f["gated_mlp"], f["qkv_bias"], f["moe"], f["mla"], f["q_lora"], absorbed,
-        f["windowed"], f["post_norms"], f["qk_norm"], f["act"],
+        f["windowed"], f["post_norms"], f["qk_norm"], f["act"], logits,
     )
     known = model_values(cfg)
     values = [float(known.get(s, 0)) for s in model]

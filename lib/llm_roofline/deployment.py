@@ -128,25 +128,73 @@ class Setup:
         return flops / self.peak >= moved / self.bandwidth
 
     def roofline_s(self, flops, moved) -> Number:
-        """One kernel's time: ``max(FLOPs / peak, bytes / bandwidth)``, attainable figures."""
+        """One kernel's time on its own roofline: ``max(FLOPs / peak, bytes / bandwidth)``.
+
+        Attainable figures. Summed over kernels it is the kernel-by-kernel time, what an engine
+        pays running them one after another with nothing overlapping; not the floor
+        (``calculator``'s module docs).
+        """
         return np.maximum(flops / self.peak, moved / self.bandwidth)
 
-    def allreduce_s(self, tokens) -> Number:
-        """Two all-reduces of the hidden state per layer for ``tokens`` tokens, seconds."""
+    def allreduce_s(self, tokens, logits_tokens=None) -> Number:
+        """The collectives of one pass of ``tokens`` tokens under tensor parallelism, seconds.
+
+        ``collectives_per_pass`` of them: two all-reduces of the hidden state per layer (the
+        attention's and the MLP's outputs), one more for the vocabulary-parallel embedding (each
+        GPU holds ``1/n`` of the table, so the looked-up rows are summed), and the all-gather of
+        the logits the LM head computes, each GPU ``1/n`` of the vocabulary, at
+        ``logits_tokens`` positions (default ``tokens``: a decode step; a prefill's head runs
+        at each sequence's last position only). Ring collectives one after another, each with
+        its latency (``Accelerator.allreduce_s``, ``allgather_s``): the collectives' part of
+        the kernel-by-kernel time.
+        """
         if self.n_gpus == 1:
             return np.zeros(np.shape(tokens)) if np.ndim(tokens) else 0.0
-        message = np.asarray(tokens, dtype=float) * self.model.hidden_size * self.sizes["act"]
-        return 2 * self.model.n_layers * self.accelerator.allreduce_s(self.n_gpus, message)
+        hidden, logits = self._collective_messages(tokens, logits_tokens)
+        chip = self.accelerator
+        return ((2 * self.model.n_layers + 1) * chip.allreduce_s(self.n_gpus, hidden)
+                + chip.allgather_s(self.n_gpus, logits))
+
+    def _collective_messages(self, tokens, logits_tokens):
+        """Bytes of one hidden-state all-reduce message and of the gathered logits."""
+        t = np.asarray(tokens, dtype=float)
+        lt = t if logits_tokens is None else np.asarray(logits_tokens, dtype=float)
+        act = self.sizes["act"]
+        return t * self.model.hidden_size * act, lt * self.model.vocab_size * act
+
+    @property
+    def collectives_per_pass(self) -> int:
+        """Collectives of a forward pass under tensor parallelism (0 on one GPU): ``2L + 2``,
+        two all-reduces per layer, the embedding's all-reduce and the logits' all-gather."""
+        return 0 if self.n_gpus == 1 else 2 * self.model.n_layers + 2
+
+    def allreduce_floor(self, tokens, logits_tokens=None) -> tuple[Number, Number, float]:
+        """The pass's collectives at their least cost: ``(interconnect_s, network_s, latency_s)``.
+
+        The seconds the scale-up link and the network are busy with the bytes each GPU must
+        move at the least (``Accelerator.allreduce_floor``: a ring, or half of it less behind a
+        switch that reduces in the network; ``allgather_floor`` for the logits), and the fixed
+        latencies, summed over the ``collectives_per_pass`` collectives of ``allreduce_s``.
+        """
+        if self.n_gpus == 1:
+            zero = np.zeros(np.shape(tokens)) if np.ndim(tokens) else 0.0
+            return zero, zero, 0.0
+        hidden, logits = self._collective_messages(tokens, logits_tokens)
+        n = 2 * self.model.n_layers + 1
+        link, network, latency = self.accelerator.allreduce_floor(self.n_gpus, hidden)
+        g_link, g_network, g_latency = self.accelerator.allgather_floor(self.n_gpus, logits)
+        return n * link + g_link, n * network + g_network, n * latency + g_latency
 
     def weight_bytes_by_op(self) -> dict[str, float]:
         """Bytes of weights one GPU holds, per op (``ModelConfig.params_by_op`` times its share)."""
         return {op: n * self.shares[op] * self.sizes["head" if op in HEAD_OPS else "weight"]
                 for op, n in self.model.params_by_op().items()}
 
-    def allreduce_bytes(self, tokens) -> Number:
-        """Bytes each GPU sends (and receives) in those all-reduces."""
-        message = np.asarray(tokens, dtype=float) * self.model.hidden_size * self.sizes["act"]
-        return 2 * self.model.n_layers * 2 * (self.n_gpus - 1) / self.n_gpus * message
+    def allreduce_bytes(self, tokens, logits_tokens=None) -> Number:
+        """Bytes each GPU sends (and receives) in the collectives of ``allreduce_s`` (rings)."""
+        hidden, logits = self._collective_messages(tokens, logits_tokens)
+        share = (self.n_gpus - 1) / self.n_gpus
+        return (2 * self.model.n_layers + 1) * 2 * share * hidden + share * logits
 
 
 def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dtype: str = "bf16",

@@ -59,7 +59,12 @@ Parameters
     Each op's weights are counted once, in :func:`param_expressions`; the ops read them from
     there (``weight bytes = parameters x b_w``) and ``ModelConfig`` counts them from there.
 
-The LM head runs on every new token (prefill returns logits for all ``L`` positions).
+The LM head runs where a token is sampled: ``logits="last"`` (the default) counts it at each
+sequence's last new position only (``B`` positions), as Hugging Face ``generate``
+(``logits_to_keep=1``) and serving engines compute it; ``logits="all"`` at every new token
+(``B*n_new`` positions), as a plain forward pass that returns logits for all ``L`` positions.
+The final norm runs on every position either way (the hidden states are sliced after it). A
+decode step (``n_new = 1``) is the same under both.
 
 What "counted equals analytic" checks
     The tally of :mod:`llm_roofline.tiny` does not count executed instructions: as each
@@ -331,16 +336,33 @@ def _splice(d: dict, old: tuple, new: dict) -> dict:
 
 
 def op_expressions(
-    *, causal: bool = True, gated_mlp: bool = True, qkv_bias: bool = False
+    *, causal: bool = True, gated_mlp: bool = True, qkv_bias: bool = False,
+    logits: str = "last",
 ) -> dict[str, tuple[sp.Expr, sp.Expr, sp.Expr]]:
     """Per operation, ``(flops, bytes_read, bytes_written)`` of one pass, summed over layers.
 
     In the module's symbols: ``B, n_new, n_past`` (workload), ``n_layers, d_model, d_ff,
     n_heads, n_kv_heads, head_dim, vocab`` (model), ``b_w, b_kv, b_act`` (bytes per element).
     Operations a model lacks (``gate_proj`` with ``gated_mlp=False``) are ``(0, 0, 0)``.
-    The dense decoder the book derives from; :func:`model_expressions` adds the variants.
+    ``logits``: ``"last"`` (the LM head at each sequence's last position) or ``"all"`` (at
+    every new token); see the module docs. The dense decoder the book derives from;
+    :func:`model_expressions` adds the variants.
     """
-    return dict(_op_expressions(causal, gated_mlp, qkv_bias))
+    return _logits_at(dict(_op_expressions(causal, gated_mlp, qkv_bias)), logits)
+
+
+LOGITS = ("last", "all")
+"""Where the LM head runs in a pass: each sequence's last new position, or every new token."""
+
+
+def _logits_at(exprs: dict, logits: str) -> dict:
+    """``exprs`` with the LM head at each sequence's last position (``"last"``) or at every
+    new token (``"all"``, as the expressions are written)."""
+    if logits not in LOGITS:
+        raise ValueError(f"logits must be 'last' or 'all', got {logits!r}")
+    if logits == "last":
+        exprs["lm_head"] = tuple(sp.expand(x.subs(n_new, 1)) for x in exprs["lm_head"])
+    return exprs
 
 
 @cache
@@ -472,7 +494,7 @@ def attention_flops_expr(causal: bool = True) -> sp.Expr:
     Use :func:`at_decode` for the article's ``4*n_layers*n_heads*d_head*L_ctx*B`` and
     :func:`at_prefill` for the prompt (causal: about half of ``4*n_layers*n_heads*d_head*L**2*B``).
     """
-    e = op_expressions(causal=causal)
+    e = op_expressions(causal=causal, logits="all")
     return sp.expand(sum(e[op][0] for op in ATTENTION_OPS))
 
 
@@ -597,6 +619,7 @@ def model_expressions(
     *, causal: bool = True, gated_mlp: bool = True, qkv_bias: bool = False,
     moe: bool = False, mla: bool = False, q_lora: bool = True, absorbed: bool = False,
     windowed: bool = False, post_norms: bool = False, qk_norm: bool = False, act: str = "silu",
+    logits: str = "last",
 ) -> dict[str, tuple[sp.Expr, sp.Expr, sp.Expr]]:
     """Per operation ``(flops, bytes_read, bytes_written)`` of one pass, for any supported model.
 
@@ -606,12 +629,14 @@ def model_expressions(
     attention's form (see the section notes). ``windowed``: ``n_local`` of the ``n_layers``
     layers attend within a sliding window of ``W`` keys (symbols ``n_local``, ``W``).
     ``post_norms``: Gemma's norms after attention and MLP; ``qk_norm``: Gemma 3's norms of
-    queries and keys; ``act``: the MLP activation, a key of :data:`ACTIVATION_FLOPS`.
+    queries and keys; ``act``: the MLP activation, a key of :data:`ACTIVATION_FLOPS`;
+    ``logits``: where the LM head runs, ``"last"`` or ``"all"`` (:func:`op_expressions`).
     """
     if act not in ACTIVATION_FLOPS:
         raise ValueError(f"act must be one of {', '.join(ACTIVATION_FLOPS)}, got {act!r}")
-    return dict(_model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora, absorbed,
-                                   windowed, post_norms, qk_norm, act))
+    return _logits_at(dict(_model_expressions(causal, gated_mlp, qkv_bias, moe, mla, q_lora,
+                                              absorbed, windowed, post_norms, qk_norm, act)),
+                      logits)
 
 
 @cache
@@ -717,6 +742,7 @@ def _moe_expressions(dense: dict, gated_mlp: bool, act: str) -> dict:
     }
 
 
-def expressions_for(cfg, *, causal: bool = True, absorbed: bool = False) -> dict:
+def expressions_for(cfg, *, causal: bool = True, absorbed: bool = False,
+                    logits: str = "last") -> dict:
     """:func:`model_expressions` with the structure (MoE, MLA, windows, norms, MLP) of ``cfg``."""
-    return model_expressions(causal=causal, absorbed=absorbed, **_flags(cfg))
+    return model_expressions(causal=causal, absorbed=absorbed, logits=logits, **_flags(cfg))

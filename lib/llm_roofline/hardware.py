@@ -57,6 +57,7 @@ class Accelerator:
     network: str | None = None  # scale-out link beyond the domain; None: none in the data
     network_bandwidth: float | None = None  # bytes/s per chip, both directions together
     network_latency_s: float = 0.0  # fixed time a collective adds when it crosses the network, s
+    in_switch_reduction: bool = False  # the switch sums an all-reduce (NVLink SHARP)
 
     def __post_init__(self) -> None:
         """Every field checked as the built-in data is (ranges in :data:`LIMITS`)."""
@@ -103,6 +104,10 @@ class Accelerator:
             put(key, _base(f"Accelerator.{key}", getattr(self, key), "latency_us"))
         put("domain_size", validate.integer("Accelerator.domain_size", self.domain_size,
                                             maximum=LIMITS["domain_size"][1]))
+        put("in_switch_reduction", validate.boolean("Accelerator.in_switch_reduction",
+                                                    self.in_switch_reduction))
+        if self.in_switch_reduction and self.interconnect is None:
+            raise ValueError("Accelerator.in_switch_reduction needs an interconnect")
 
     def nodes(self, n_gpus: int) -> int:
         """How many scale-up domains (nodes) ``n_gpus`` chips fill: ``ceil(n_gpus / domain_size)``.
@@ -131,7 +136,10 @@ class Accelerator:
         ``d`` chips: the hierarchical all-reduce engines use: reduce-scatter and all-gather
         inside each node (the ring's bytes over the interconnect), and an all-reduce of each
         chip's ``m/d`` shard across the nodes over the network, ``2*(k-1)/k * m/d`` each way,
-        plus both latencies. Each term is the least a real implementation pays: a bound.
+        plus both latencies. This is the time of the ring algorithms NCCL uses by default, one
+        collective after another; it is not the least possible: a switch that reduces in the
+        network moves fewer bytes, and an engine can overlap a collective with other work
+        (``allreduce_floor``).
         """
         nodes = self.nodes(n_gpus)
         n_gpus = int(n_gpus)
@@ -147,6 +155,67 @@ class Accelerator:
             time = time + (2 * (nodes - 1) / nodes * m / inside / (self.network_bandwidth / 2)
                            + self.network_latency_s)
         return time
+
+    def allreduce_floor(self, n_gpus: int, message_bytes) -> tuple:
+        """The least one all-reduce of ``message_bytes`` over ``n_gpus`` costs, by resource.
+
+        Returns ``(interconnect_s, network_s, latency_s)``: the seconds the scale-up link is
+        busy with the bytes each chip must send (and receive) at the least, the seconds the
+        network is, and the fixed latency. Inside a domain the least is a ring's
+        ``2*(d-1)/d * m`` each way, except behind a switch that reduces in the network
+        (``in_switch_reduction``, NVLink SHARP): there each chip sends its ``m`` bytes once
+        and receives the sum once, ``m`` each way. Across ``k`` nodes the network carries each
+        chip's ``2*(k-1)/k * m/d`` each way (the hierarchical all-reduce). The three are
+        separate resources: an engine can keep them busy at once, or overlap them with math.
+        """
+        nodes = self.nodes(n_gpus)
+        m = np.asarray(message_bytes, dtype=float)
+        zero = np.zeros(m.shape) if m.ndim else 0.0
+        if n_gpus == 1:
+            return zero, zero, 0.0
+        inside = min(n_gpus, self.domain_size)
+        link = network = zero
+        latency = 0.0
+        if inside > 1:
+            each_way = m if self.in_switch_reduction else 2 * (inside - 1) / inside * m
+            link = each_way / (self.group_bandwidth(inside) / 2)
+            latency += self.collective_latency_s
+        if nodes > 1:
+            network = 2 * (nodes - 1) / nodes * m / inside / (self.network_bandwidth / 2)
+            latency += self.network_latency_s
+        return link, network, latency
+
+    def allgather_s(self, n_gpus: int, total_bytes):
+        """Time of one all-gather that leaves ``total_bytes`` on every one of ``n_gpus`` chips.
+
+        Each chip holds ``1/n`` of it and must receive the rest: inside a domain of ``d``
+        chips a ring moves ``(d-1)/d`` of it each way over half the group bandwidth, plus
+        ``collective_latency_s``; across ``k`` nodes the network brings each node the other
+        nodes' ``(k-1)/k`` of it over its ``d`` NICs, ``(k-1)/k * total/d`` per chip, plus the
+        network's latency (the hierarchical all-gather). What each chip receives is
+        the least any algorithm moves (a switch cannot reduce a gather), so this time is also
+        its floor's bandwidth term (``allgather_floor``).
+        """
+        link, network, latency = self.allgather_floor(n_gpus, total_bytes)
+        return link + network + latency
+
+    def allgather_floor(self, n_gpus: int, total_bytes) -> tuple:
+        """``(interconnect_s, network_s, latency_s)`` of one all-gather (``allgather_s``)."""
+        nodes = self.nodes(n_gpus)
+        m = np.asarray(total_bytes, dtype=float)
+        zero = np.zeros(m.shape) if m.ndim else 0.0
+        if n_gpus == 1:
+            return zero, zero, 0.0
+        inside = min(n_gpus, self.domain_size)
+        link = network = zero
+        latency = 0.0
+        if inside > 1:
+            link = (inside - 1) / inside * m / (self.group_bandwidth(inside) / 2)
+            latency += self.collective_latency_s
+        if nodes > 1:
+            network = (nodes - 1) / nodes * m / inside / (self.network_bandwidth / 2)
+            latency += self.network_latency_s
+        return link, network, latency
 
     def send_s(self, message_bytes, *, across_nodes: bool):
         """Time of one point-to-point transfer of ``message_bytes`` (pipeline stages, KV handoff).
@@ -248,7 +317,8 @@ _RECORD_KEYS = ("name", "aliases", "vendor", "architecture", "memory_gib", "memo
                 "bandwidth_gb_s", "peak_tflops", "interconnect", "network", "sources", "notes")
 _REQUIRED = ("name", "vendor", "architecture", "memory_gib", "memory_type", "bandwidth_gb_s",
              "peak_tflops", "interconnect", "sources")
-_LINK_KEYS = ("name", "bandwidth_gb_s", "link_gb_s", "latency_us", "domain_size")
+_LINK_KEYS = ("name", "bandwidth_gb_s", "link_gb_s", "latency_us", "domain_size",
+              "in_switch_reduction")
 _NETWORK_KEYS = ("name", "bandwidth_gb_s", "latency_us")
 
 
@@ -343,6 +413,9 @@ def _from_record(record: dict, where: str = "accelerator record") -> Accelerator
             network=net["name"] if net else None,
             network_bandwidth=_figure(nw, net, "bandwidth_gb_s") if net else None,
             network_latency_s=_figure(nw, net, "latency_us") if net else 0.0,
+            in_switch_reduction=validate.boolean(f"{lw} in_switch_reduction",
+                                                 link.get("in_switch_reduction", False))
+            if link else False,
         )
     except ValueError as err:
         message = str(err)

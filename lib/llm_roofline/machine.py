@@ -171,6 +171,8 @@ def accelerator_record(chip: Accelerator) -> dict:
             link["link_gb_s"] = _g(chip.link_bandwidth, 1e9, "bandwidth_gb_s")
         link["latency_us"] = _g(chip.collective_latency_s, 1e-6, "latency_us")
         link["domain_size"] = chip.domain_size
+        if chip.in_switch_reduction:
+            link["in_switch_reduction"] = True
     if chip.network is not None:
         net = {"name": chip.network, "bandwidth_gb_s": _g(chip.network_bandwidth, 1e9, "bandwidth_gb_s"),
                "latency_us": _g(chip.network_latency_s, 1e-6, "latency_us")}

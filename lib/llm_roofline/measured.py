@@ -1,4 +1,4 @@
-"""Published measurements of real engines against the calculator's bound.
+"""Published measurements of real engines against the calculator's floor and kernel-by-kernel time.
 
 ``load()`` reads ``data/measured/measured-inference.csv`` (116 published rows, sources in the
 file and in its README) into typed ``Row`` objects: each mapped to a ``ModelConfig`` (from the
@@ -6,7 +6,9 @@ data's ``model-configs.json``), an accelerator of the library, the weight / KV-c
 precisions and an engine family, or marked not reproducible with the reason (speculative
 decoding, no batch, ambiguous units, a GPU or a number format the library lacks).
 
-``bound(row)`` is the calculator's answer for the row's metric with ``mbu = mfu = 1``, using the
+``bound(row)`` is the calculator's kernel-by-kernel answer for the row's metric with
+``mbu = mfu = 1`` (an old name: it is not a bound, an engine that overlaps its kernels can beat
+it), ``floor(row)`` the floor's (the busiest resource; no engine can beat it), both using the
 definition the source gives:
 
 - ``decode_tokens_per_s_per_user`` at batch 1: generated tokens / wall time of the whole call
@@ -20,9 +22,11 @@ definition the source gives:
   request's own prompt, which is the least a request waits;
 - ``itl``: the decode step of the batch (``TPOT``); ``e2e_latency``: ``TTFT + (out - 1) TPOT``.
 
-``compare(rows)`` gives one ``Comparison`` per usable row: bound, measured, their ratio
-(``attained``: measured speed over the bound's speed, or the bound's time over the measured time;
-at most 1), and for batch-1 decode the achieved MBU, for prefill (TTFT) the achieved MFU.
+``compare(rows)`` gives one ``Comparison`` per usable row: the kernel-by-kernel value
+(``bound``), the floor, measured, their ratio (``attained``: measured speed over the
+kernel-by-kernel speed, or the kernel-by-kernel time over the measured time; above 1 where the
+engine overlaps enough to beat it), and for batch-1 decode the achieved MBU, for prefill (TTFT)
+the achieved MFU.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from .models import ModelConfig
 
 __all__ = [
     "COLUMNS", "FAMILIES", "METRICS", "MODERN", "Comparison", "Row", "bound", "bound_estimate",
-    "ceiling", "compare", "engines_table", "family", "load", "model_config", "not_reproducible",
+    "ceiling", "compare", "engines_table", "family", "floor", "floor_value", "load",
+    "model_config", "not_reproducible",
     "plot_against_bound", "predicted_value", "reasons_summary", "reasons_table", "rounding",
     "usable",
 ]
@@ -436,8 +441,28 @@ def bound_estimate(row: Row, **overrides) -> Estimate:
 
 
 def bound(row: Row) -> float:
-    """The bound on the row's metric (``mbu = mfu = 1``), in the row's unit."""
+    """The kernel-by-kernel value of the row's metric (``mbu = mfu = 1``), in the row's unit."""
     return predicted_value(row, bound_estimate(row))
+
+
+def floor_value(row: Row, est: Estimate) -> float:
+    """The row's metric at the floor (``Estimate.ttft_floor_s``, ``tpot_floor_s``), row's unit."""
+    return predicted_value(row, _Floors(ttft_s=est.ttft_floor_s, tpot_s=est.tpot_floor_s,
+                                        e2e_s=est.e2e_floor_s))
+
+
+def floor(row: Row) -> float:
+    """The floor of the row's metric (``mbu = mfu = 1``): no engine can do better, row's unit."""
+    return floor_value(row, bound_estimate(row))
+
+
+@dataclass(frozen=True)
+class _Floors:
+    """The floor's times under the names ``predicted_value`` reads."""
+
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
 
 
 def rounding(row: Row) -> float:
@@ -452,10 +477,13 @@ def rounding(row: Row) -> float:
 
 @dataclass(frozen=True)
 class Comparison:
-    """One usable row against its bound.
+    """One usable row against the floor and the kernel-by-kernel time (``bound``, old name).
 
-    ``attained``: the fraction of the bound the engine reaches (measured speed / bound speed,
-    or bound time / measured time): at most 1 up to the source's rounding. ``mbu``: for
+    ``attained``: the fraction of the kernel-by-kernel speed the engine reaches (measured speed /
+    kernel-by-kernel speed, or kernel-by-kernel time / measured time): above 1 only where the
+    engine overlaps kernels. ``floor``: the floor's value of the metric, which no row may beat
+    (``beats_floor``); ``headroom``: the kernel-by-kernel time over the floor's time (at least
+    1), how much an engine could gain by overlap. ``mbu``: for
     batch-1 decode rows, the achieved memory-bandwidth utilisation, the bytes a decode step
     must read per GPU over (the measured time per token x the chip's bandwidth); ``mfu``: for
     TTFT rows, the prefill FLOPs per GPU over (the measured TTFT x the chip's peak). None where
@@ -468,14 +496,29 @@ class Comparison:
     attained: float
     mbu: float | None
     mfu: float | None
+    floor: float | None = None
 
     @property
     def beats_bound(self) -> bool:
-        """Whether the row is faster than the bound by more than the source's rounding."""
+        """Whether the row is faster than the kernel-by-kernel value by more than the source's
+        rounding: the engine overlapped enough to beat a plain engine at peak."""
+        return self._faster_than(self.bound)
+
+    @property
+    def beats_floor(self) -> bool:
+        """Whether the row is faster than the floor by more than the source's rounding (never)."""
+        return self._faster_than(self.floor)
+
+    @property
+    def headroom(self) -> float:
+        """Kernel-by-kernel time over the floor's time (at least 1)."""
+        return self.bound / self.floor if self.row.metric in TIMES else self.floor / self.bound
+
+    def _faster_than(self, value: float) -> bool:
         tol = rounding(self.row)
         if self.row.metric in TIMES:
-            return self.measured + tol < self.bound
-        return self.measured - tol > self.bound
+            return self.measured + tol < value
+        return self.measured - tol > value
 
 
 def compare(rows: list[Row] | None = None) -> list[Comparison]:
@@ -494,7 +537,7 @@ def compare(rows: list[Row] | None = None) -> list[Comparison]:
             seconds = row.value * (1e-3 if row.unit == "ms" else 1.0)
             mfu = flops / seconds / chip.peak(est.compute_dtype)
         out.append(Comparison(row=row, bound=b, measured=row.value, attained=attained,
-                              mbu=mbu, mfu=mfu))
+                              mbu=mbu, mfu=mfu, floor=floor_value(row, est)))
     return out
 
 
@@ -517,8 +560,11 @@ def ceiling(row: Row) -> float:
 
 # --- tables and figures for the book page ---------------------------------------------------------
 def engines_table(comparisons: list[Comparison]) -> list[dict]:
-    """Per engine family (with its number of rows): the median fraction of the bound attained, the
-    achieved MBU of batch-1 decode rows and MFU of TTFT rows, each as
+    """Per engine family (with its number of rows): the median fraction of the kernel-by-kernel
+    speed attained (``attained``) and of the floor's (``of floor``), the median and largest
+    kernel-by-kernel time over the floor's (``kernel / floor``), the rows faster than the
+    kernel-by-kernel value (``beat it``), the achieved MBU of batch-1 decode rows and MFU of
+    TTFT rows, each as
     ``'median (rows: lowest-highest)'`` (None where the family has no such row)."""
     out = []
     names = list(dict.fromkeys([*FAMILIES[:-1], *sorted({c.row.family for c in comparisons})]))
@@ -537,6 +583,9 @@ def engines_table(comparisons: list[Comparison]) -> list[dict]:
 
         out.append({"engine": f"{name} ({len(mine)})",
                     "attained": float(_median([c.attained for c in mine])),
+                    "of floor": float(_median([c.attained / c.headroom for c in mine])),
+                    "kernel / floor": describe(c.headroom for c in mine),
+                    "beat it": sum(c.beats_bound for c in mine),
                     "MBU decode": describe(c.mbu for c in mine if c.mbu is not None),
                     "MFU prefill": describe(c.mfu for c in mine if c.mfu is not None)})
     return out
@@ -577,12 +626,13 @@ _MARKERS = {"A100": "o", "H100": "s", "H200": "D", "B200": "P", "MI300X": "^", "
 
 
 def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
-    """Measured against the bound, log-log, one point per usable row: the token rates
+    """Measured against the floor (``mbu = mfu = 1``), log-log, one point per usable row: the
+    token rates
     (``times=False``: tokens/s, per user, per GPU; every point under the diagonal) or the
     latencies (``times=True``: TTFT, ITL, end-to-end in ms; every point above it).
 
     Colour: the engine family; marker: the GPU; filled: 16-bit weights, hollow: quantised
-    (8- or 4-bit). Dotted lines: 50 %, 25 % and 10 % of the bound. Returns the figure.
+    (8- or 4-bit). Dotted lines: 50 %, 25 % and 10 % of the floor's speed. Returns the figure.
     """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -596,7 +646,7 @@ def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
     for c in chosen:
         r = c.row
         f = scale.get(r.unit, 1.0) if times else 1.0
-        x, y = c.bound * f, c.measured * f
+        x, y = c.floor * f, c.measured * f
         xs.append(x)
         ys.append(y)
         colour = _COLOURS.get(r.family, _COLOURS["others"])
@@ -615,10 +665,10 @@ def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
                     ha="center" if times else "left", va="bottom" if times else "center")
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), aspect="equal")
     what = "latency (ms)" if times else "token rate (tokens/s)"
-    ax.set_xlabel(f"bound (mbu = mfu = 1): {what}")
+    ax.set_xlabel(f"floor (mbu = mfu = 1): {what}")
     ax.set_ylabel(f"published measurement: {what}")
     at = lo * 2.2
-    ax.annotate("the bound" + (": no engine below it" if times else ": no engine above it"),
+    ax.annotate("the floor" + (": no engine below it" if times else ": no engine above it"),
                 (at, at), xytext=(6, -6) if times else (-4, 6), textcoords="offset points",
                 rotation=45, rotation_mode="anchor", fontsize=8.5, ha="left",
                 va="top" if times else "bottom")

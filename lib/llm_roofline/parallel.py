@@ -26,9 +26,9 @@ Expert load
     ``T*k*(1/ep)*(1 - 1/ep)*(E - k)/(E - 1)``; the busiest of ``ep`` GPUs is estimated as the
     mean plus ``sqrt(2 ln ep)`` standard deviations (the Gaussian extreme; an approximation).
     ``expert_load`` reports it over the mean. By default the step is priced balanced (engines
-    rebalance hot experts, e.g. DeepSeek's EPLB, so the bound stays a bound); ``balanced=False``
-    scales the MoE MLP kernels' time by ``expert_load`` (an upper estimate: shared experts and
-    the dense first layers are scaled too).
+    rebalance hot experts, e.g. DeepSeek's EPLB, so the time stays the least for that plan);
+    ``balanced=False`` scales the MoE MLP kernels' time by ``expert_load`` (an upper
+    estimate: shared experts and the dense first layers are scaled too).
 
 Not modelled: data-parallel attention with an all-to-all dispatch and combine (DeepSeek-V3's
 own deployment), and expert parallelism across pipeline stages.

@@ -1,8 +1,10 @@
 """A calibrated prediction: what a tuned engine achieves, fitted on published measurements.
 
-The calculator is a bound (``mbu = mfu = 1``). This module answers the next question, what will
-I actually get, with the same per-kernel rooflines and ten numbers fitted on the measurements of
-``llm_roofline.measured`` (stored with the fit's provenance in ``data/realistic.json``):
+The calculator gives a floor no engine beats, and the kernel-by-kernel time at the peaks
+(``mbu = mfu = 1``), which an engine that overlaps its kernels can beat. This module answers
+the next question, what will I actually get, with the same per-kernel rooflines and ten
+numbers fitted on the measurements of ``llm_roofline.measured`` (stored with the fit's
+provenance in ``data/realistic.json``):
 
 ``mbu``, ``mbu_weight_only``, ``mbu_attention``
     the fraction of the memory bandwidth the kernels reach: weight matmuls (and the small
@@ -17,14 +19,15 @@ I actually get, with the same per-kernel rooflines and ten numbers fitted on the
     a fixed time per layer per forward pass: kernel launches and the small kernels (norms,
     rotary, sampling) that never reach either roofline, which dominate at small batch;
 ``collective_us``
-    the extra fixed time of each tensor-parallel all-reduce beyond the library's lower estimate
-    (2 per layer per pass);
+    the extra fixed time of each tensor-parallel collective beyond the library's lower estimate
+    (``2 * n_layers + 2`` per pass: two all-reduces per layer, the embedding's, the logits'
+    all-gather; the stored presets were fitted when the library counted ``2 * n_layers``);
 ``request_overhead_ms``
     a fixed time added once to the TTFT (scheduling, tokenising, the first step's launch).
 
 So a pass takes the sum over kernels of ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``
-with the kernel's own efficiencies, plus the bound's all-reduces, plus ``n_layers *
-layer_overhead`` and, with ``n_gpus > 1``, ``2 * n_layers * collective``. The fit minimises a
+with the kernel's own efficiencies, plus the calculator's all-reduces, plus ``n_layers *
+layer_overhead`` and, with ``n_gpus > 1``, ``(2 * n_layers + 2) * collective``. The fit minimises a
 robust (soft-L1) log error over the usable rows: the ``default`` preset on the modern engines
 (``measured.MODERN``), one preset per engine family with at least ``MIN_ROWS`` rows from
 ``MIN_SOURCES`` sources, shrunk towards the default; damped Gauss-Newton on a fast surrogate
@@ -33,9 +36,11 @@ robust (soft-L1) log error over the usable rows: the ``default`` preset on the m
 
 ``estimate(model, accelerator, batch, prompt_len, output_len, engine=None, **options)`` returns
 a ``Realistic``: ``kind == "calibrated prediction"``, the calculator's ``Estimate`` at the
-preset's efficiencies with the overheads added (``.estimate``), the bound it came from
-(``.bound``) and the preset. All efficiencies are at most 1 and all overheads at least 0, so a
-calibrated prediction is never faster than the bound.
+preset's efficiencies with the overheads added (``.estimate``), the kernel-by-kernel estimate at
+peak it came from (``.bound``, an old name: it is not a bound) and the preset. All efficiencies
+are at most 1 and all overheads at least 0, so a calibrated prediction is never faster than the
+kernel-by-kernel time at peak, nor than the floor (its ``tpot_floor_s`` and ``ttft_floor_s``
+are the floors at peak).
 
 Refit with ``python -m llm_roofline.realistic --fit`` (writes ``data/realistic.json``).
 """
@@ -107,13 +112,14 @@ class Preset:
 
 @dataclass(frozen=True)
 class Realistic:
-    """A calibrated prediction (``kind``), never the bound.
+    """A calibrated prediction (``kind``), never a floor.
 
     ``estimate``: the calculator's ``Estimate`` with the preset's ``mbu`` and ``mfu`` and the
     fixed overheads added to ``ttft_s``, ``tpot_s`` (and so ``throughput_tok_s``, ``e2e_s``);
     its ``breakdown()`` rows are the kernels' rooflines at the preset's efficiencies, without
-    the fixed overheads (``overhead_prefill_s``, ``overhead_decode_s``). ``bound``: the same
-    configuration at ``mbu = mfu = 1``. ``preset``: the fitted preset used.
+    the fixed overheads (``overhead_prefill_s``, ``overhead_decode_s``); its floors are the
+    floors at peak. ``bound``: the same configuration kernel by kernel at ``mbu = mfu = 1``
+    (an old name; not a bound, see ``calculator``). ``preset``: the fitted preset used.
     """
 
     estimate: Estimate
@@ -126,7 +132,7 @@ class Realistic:
     @property
     def label(self) -> str:
         """How a front end should title it, e.g. 'calibrated prediction (preset vLLM)'."""
-        return f"{self.kind} (preset {self.preset.name}), not the bound"
+        return f"{self.kind} (preset {self.preset.name}), not a floor"
 
 
 # --- presets ----------------------------------------------------------------------------------
@@ -197,7 +203,7 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
     decode, decode_attention = run(mbu, mfu_d), run(mbu_att, mfu_att)
     prefill, prefill_attention = run(mbu, mfu_p), run(mbu_att, mfu_p)
     cfg = model if isinstance(model, ModelConfig) else get_model(model)
-    collectives = 2 * cfg.n_layers * p.collective_us * 1e-6 if bound.n_gpus > 1 else 0.0
+    collectives = (2 * cfg.n_layers + 2) * p.collective_us * 1e-6 if bound.n_gpus > 1 else 0.0
     per_pass = cfg.n_layers * p.layer_overhead_us * 1e-6 + collectives
     queue = options.get("queue_s", 0.0)
     tpot = (_kernel_time(decode, decode_attention, "decode") + decode.allreduce_s + per_pass)
@@ -209,7 +215,8 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
         tpot_s=_out(tpot), throughput_tok_s=_out(decode.batch / tpot),
         allreduce_s=_out(decode.allreduce_s + collectives),
         bandwidth_utilisation=_out(decode.decode_bytes / tpot / get_accelerator(accelerator).bandwidth),
-        phases={"prefill": prefill.phases["prefill"], "decode": decode.phases["decode"]})
+        phases={"prefill": prefill.phases["prefill"], "decode": decode.phases["decode"]},
+        ttft_floor_s=bound.ttft_floor_s, tpot_floor_s=bound.tpot_floor_s, busy=bound.busy)
     del queue
     return Realistic(estimate=est, bound=bound, preset=p,
                      overhead_prefill_s=_out(per_pass + p.request_overhead_ms * 1e-3),
@@ -295,8 +302,8 @@ def _costs_of(row: measured.Row, config: ModelConfig) -> _Costs:
         attention=np.array([k == "attention" for k in pre]),
         weight_only=_weight_only(s.weight_dtype, s.compute_dtype),
         amd=s.accelerator.vendor == "AMD",
-        ar_prefill=float(s.allreduce_s(b * p)), ar_decode=float(s.allreduce_s(b)),
-        layers=s.model.n_layers, collectives=2 * s.model.n_layers if s.n_gpus > 1 else 0,
+        ar_prefill=float(s.allreduce_s(b * p, b)), ar_decode=float(s.allreduce_s(b)),
+        layers=s.model.n_layers, collectives=s.collectives_per_pass,
         peak=s.accelerator.peak(s.compute_dtype), bandwidth=s.accelerator.bandwidth, batch=b,
         output=o, n_gpus=s.n_gpus, definition=row.definition,
         scale={"ms": 1e3, "s": 1.0}.get(row.unit, 1.0))
@@ -549,7 +556,7 @@ def write(path: str | Path | None = None) -> dict:
                   "data/measured/measured-inference.csv (see llm_roofline.measured). A prediction "
                   "with these is a calibrated prediction of what an engine achieves, not a bound. "
                   "mbu, mfu_*: fractions of peak; layer_overhead_us: fixed us per layer per pass; "
-                  "collective_us: extra fixed us per tensor-parallel all-reduce."),
+                  "collective_us: extra fixed us per tensor-parallel collective (2 n_layers + 2 per pass)."),
         "method": ("minimise a robust (soft-L1, scale 0.3) log error of each row's metric (its "
                    "source's definition) by damped Gauss-Newton; 'default': modern engines "
                    "(vLLM, SGLang, TensorRT-LLM, NIM, lmdeploy, gpt-fast) with a weak prior "

@@ -27,7 +27,9 @@ the weights.
     split, the decode pool never stalls, the prompt runs on fewer GPUs, and its KV cache crosses
     from one pool to the other.
 
-Times are bounds as in ``calculator`` (``mbu = mfu = 1``: no engine does better). Options are
+Times are kernel by kernel as in ``calculator``: each kernel on its own roofline, one after
+another, at ``mbu`` and ``mfu`` (1 by default). They are not floors: an engine that overlaps
+kernels can beat them (``calculator``'s module docs, ``Estimate.tpot_floor_s``). Options are
 ``deployment.setup``'s.
 """
 
@@ -105,7 +107,8 @@ def speculative(model: ModelConfig | str, accelerator, batch: int, context: int,
     tokens = expected_tokens(gamma, alpha)
     ctx = validate.integer("context (with gamma drafted tokens)", context,
                            maximum=s.model.max_context - gamma)
-    verify = _step_s(s, b, gamma + 1, ctx - 1)
+    # the verify pass needs the logits of all gamma + 1 positions, to check every draft
+    verify = _step_s(s, b, gamma + 1, ctx - 1, logits_tokens=b * (gamma + 1))
     if draft is None:
         draft_s = 0.0
     else:
@@ -152,7 +155,7 @@ def mixed_step(model: ModelConfig | str, accelerator, batch: int, context: int, 
                   "time_s": float(s.roofline_s(f, m)),
                   "bound": "compute" if s.compute_bound(f, m) else "memory"}
                  for k, (f, m) in both.items() if f > 0 or m > 0)
-    time = sum(r["time_s"] for r in rows) + float(s.allreduce_s(b + c))
+    time = sum(r["time_s"] for r in rows) + float(s.allreduce_s(b + c, b + 1))
     decode_only = _step_s(s, b, 1, ctx - 1) if b else 0.0
     chunk_only = _step_s(s, 1, c, past, absorbed=False, logits_tokens=1)
     return MixedStep(time_s=time, decode_only_s=decode_only, chunk_only_s=chunk_only, ops=rows)
@@ -261,7 +264,8 @@ def _step_s(s: Setup, batch, n_new, n_past, *, absorbed: bool = True, logits_tok
     """Time of one pass: the per-kernel rooflines plus the all-reduces."""
     costs = s.pass_costs(batch, n_new, n_past, absorbed=absorbed, logits_tokens=logits_tokens)
     kernels = sum(s.roofline_s(f, w + kv) for f, w, kv in costs.values())
-    return float(kernels + s.allreduce_s(batch * n_new))
+    logits = batch if logits_tokens is None else logits_tokens  # op_elements: the last positions
+    return float(kernels + s.allreduce_s(batch * n_new, logits))
 
 
 def _draft_setup(s: Setup, draft, options: dict) -> Setup:

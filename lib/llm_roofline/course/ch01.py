@@ -141,5 +141,6 @@ register(
 
 register(
     "paradox-4", _paradox_4, unit="tokens", rtol=0.07,
-    hint="the work done is time x 0.824 x peak; a prompt token costs about 2 FLOPs per parameter.",
+    hint="the work done is time x 0.824 x peak; a prompt token costs about 2 FLOPs per "
+         "parameter of the layers (the LM head runs once, at the last position).",
 )

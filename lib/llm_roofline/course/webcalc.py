@@ -184,7 +184,8 @@ def _model_data(name: str, counts: list[int]) -> dict:
             "shares": [s.shares[op] for op in ops],
             "kvShare": kv_share(cfg, n),
             "actPerToken": activation_elements_per_token(cfg, n),
-            "allreduceBytesPerToken": float(s.allreduce_bytes(1.0)),
+            "allreduceBytesPerToken": float(s.allreduce_bytes(1.0, 0.0)),
+            "gatherBytesPerToken": float(s.allreduce_bytes(0.0, 1.0)),
         }
     over = cfg.max_context + 1
     return {
@@ -219,7 +220,10 @@ def _chip_data(name: str, counts: list[int], dtypes: list[str]) -> dict:
             continue
         intercept = float(chip.allreduce_s(n, 0.0))
         slope = (float(chip.allreduce_s(n, big)) - intercept) / big
-        tp[n] = {"nodes": nodes, "allreduce": [slope, intercept]}
+        g_intercept = float(chip.allgather_s(n, 0.0))
+        g_slope = (float(chip.allgather_s(n, big)) - g_intercept) / big
+        tp[n] = {"nodes": nodes, "allreduce": [slope, intercept],
+                 "allgather": [g_slope, g_intercept]}
     return {"name": chip.name, "memoryBytes": chip.memory_bytes, "bandwidth": chip.bandwidth,
             "compute": compute, "auto": auto, "tp": tp}
 

@@ -251,12 +251,16 @@ class TinyLlama:
 
     # --- public passes --------------------------------------------------------------------
     def prefill(self, tokens, cache: KVCache | None = None, *, max_len: int | None = None,
-                tally: Tally | None = None):
+                tally: Tally | None = None, logits: str = "all"):
         """Run ``tokens`` (int ``[B, L]``): logits ``[B, L, vocab]`` and the cache.
 
         A new cache holds ``max_len`` positions (default ``cfg.max_context``); an existing
-        ``cache`` is extended (chunked prefill).
+        ``cache`` is extended (chunked prefill). ``logits="all"`` (a forward pass, as
+        transformers' ``model(ids)``) computes the LM head at every position;
+        ``logits="last"`` only at each sequence's last one, where a token is sampled (logits
+        ``[B, 1, vocab]``), as ``generate`` does and ``counts.op_costs`` counts by default.
         """
+        logits = validate.choice("logits", logits, ("last", "all"))
         tokens = self._check_tokens(tokens, 2, "tokens")
         top = self.cfg.max_context
         if cache is None:
@@ -268,7 +272,7 @@ class TinyLlama:
             cache = KVCache.empty(self.cfg, tokens.shape[0], max_len, self.dtype)
         elif max_len is not None:
             raise ValueError("max_len sizes a new cache: pass max_len or cache, not both")
-        return self._run(tokens, cache, tally, "prefill"), cache
+        return self._run(tokens, cache, tally, "prefill", logits == "last"), cache
 
     def decode(self, next_tokens, cache: KVCache, *, tally: Tally | None = None):
         """One step: ``next_tokens`` (int ``[B]``) -> logits ``[B, vocab]`` and the cache."""
@@ -276,11 +280,14 @@ class TinyLlama:
         return self._run(tokens[:, None], cache, tally, "decode")[:, 0], cache
 
     def generate(self, prompt, n_new: int, *, temperature: float = 0.0, seed: int | None = None,
-                 tally: Tally | None = None):
+                 tally: Tally | None = None, logits: str = "last"):
         """Prompt (int ``[B, L]``) plus ``n_new`` tokens, int ``[B, L + n_new]``.
 
         Greedy at ``temperature=0``; otherwise sampled from ``softmax(logits/temperature)``
-        with ``numpy.random.default_rng(seed)``.
+        with ``numpy.random.default_rng(seed)``. The prefill computes the LM head at each
+        prompt's last position only (``logits="last"``, as transformers' ``generate`` with
+        ``logits_to_keep=1``); ``logits="all"`` computes it at every position (the tokens are
+        the same, the tally counts the wasted head).
         """
         top = self.cfg.max_context
         n_new = validate.integer("n_new", n_new, maximum=top)
@@ -296,7 +303,7 @@ class TinyLlama:
             )
         rng = np.random.default_rng(seed)
         out = [prompt]
-        logits, cache = self.prefill(prompt, max_len=length + n_new, tally=tally)
+        logits, cache = self.prefill(prompt, max_len=length + n_new, tally=tally, logits=logits)
         logits = logits[:, -1]
         for step in range(n_new):
             if temperature == 0:
@@ -315,7 +322,7 @@ class TinyLlama:
         return np.concatenate(out, axis=1)
 
     # --- the transformer ------------------------------------------------------------------
-    def _forward(self, tokens, cache):  # tokens [B, n] -> logits [B, n, V]
+    def _forward(self, tokens, cache, last=False):  # tokens [B, n] -> logits [B, n or 1, V]
         B, n = tokens.shape
         past = cache.length
         x = self._embed(tokens)  # [T, d]
@@ -324,6 +331,8 @@ class TinyLlama:
             x = self._block(x, layer, cache.k[i], cache.v[i], past, rot)  # [T, d]
         cache.length = past + n
         x = self._norm("final_norm", x, self.w["model.norm.weight"])  # [T, d]
+        if last:  # the head only where a token is sampled: each sequence's last position
+            x, n = np.ascontiguousarray(x.reshape(B, n, -1)[:, -1]), 1  # [B, d]
         return self._linear("lm_head", x, self.head).reshape(B, n, -1)  # [B, n, V]
 
     def _block(self, x, layer, k_cache, v_cache, past, rot):  # x [T, d] -> [T, d]
@@ -449,7 +458,7 @@ class TinyLlama:
                 written += a.nbytes
             tally.add(op, flops, read, written)
 
-    def _run(self, tokens, cache, tally, phase):  # check the cache, run a pass, tally it
+    def _run(self, tokens, cache, tally, phase, last=False):  # check, run a pass, tally it
         self._check_cache(cache, *tokens.shape)
         cfg, (B, n) = self.cfg, tokens.shape
         span = cache.length + n
@@ -457,13 +466,13 @@ class TinyLlama:
                            + cfg.n_heads * (span if not self.skip_masked else 1))
         validate.allocation(f"a pass of {B:,} x {n:,} tokens", working * self.act.itemsize)
         if tally is None:
-            return self._forward(tokens, cache)
+            return self._forward(tokens, cache, last)
         if not isinstance(tally, Tally):
             raise ValueError(f"tally must be a Tally or None, got {validate.shorten(tally)}")
         tally.begin(phase, tokens.shape[0], tokens.shape[1], cache.length)
         self._tally = tally
         try:
-            logits = self._forward(tokens, cache)
+            logits = self._forward(tokens, cache, last)
         finally:
             self._tally = None
         tally.end()
