@@ -72,8 +72,9 @@ FIGURE_RC = {"font.size": 16, "axes.titlesize": 17, "axes.labelsize": 16, "legen
 CSS = """
 .reveal { font-size: 28px; }
 .reveal .slides { text-align: left; }
-html .reveal .slides section { height: 720px; overflow-y: auto; padding: 16px 32px; box-sizing: border-box; }
-html .reveal .slides section > section { padding: 0; }
+html .reveal .slides section { height: 720px; overflow-y: auto; padding: 16px 40px; box-sizing: border-box; }
+/* nbconvert nests each slide in a stack: the inner section is the slide and takes the padding. */
+html .reveal .slides > section.stack { padding: 0; overflow: visible; }
 html .reveal .slides h1, html .reveal .slides h2, html .reveal .slides h3 { text-transform: none; }
 /* Every element at least 24 px and at least its parent's size; MathJax sizes its own glyphs. */
 :where(.reveal .slides) :where(:not(mjx-container, mjx-container *)) { font-size: max(24px, 1em); }
@@ -193,7 +194,8 @@ import sys, nbformat
 from nbclient import NotebookClient
 src, dst, cwd = sys.argv[1:4]
 nb = nbformat.read(src, as_version=4)
-NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": cwd}}).execute()
+NotebookClient(nb, timeout=180, startup_timeout=120, kernel_name="python3",
+               resources={"metadata": {"path": cwd}}).execute()
 nbformat.write(nb, dst)
 """
 
@@ -209,7 +211,13 @@ def _execute(nb, cwd: Path):
         nbformat.write(nb, src)
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # inline figures, not Agg
         cmd = [*_offline_prefix(), sys.executable, "-c", _EXECUTE, str(src), str(dst), str(cwd)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        for attempt in range(2):  # a kernel that never answers (a busy machine) gets one more try
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
+                break
+            except subprocess.TimeoutExpired:
+                if attempt:
+                    raise RuntimeError("executing the notebook timed out twice") from None
         if proc.returncode != 0:
             raise RuntimeError(f"executing the notebook failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
         done = nbformat.read(dst, as_version=4)
