@@ -2,8 +2,8 @@
 
 An instructor runs ``make slides`` (``python -m llm_roofline.course.slides notebooks
 _build/slides``) and gets ``_build/slides/<chapter>.slides.html``, one deck per chapter, to open
-in a browser and present (arrow keys; ``f`` for full screen; ``s`` needs reveal's notes plugin
-and is not used).
+in a browser and present (arrow keys to move, ``f`` for full screen). Building needs ``npm``
+(reveal.js) and nbconvert (``requirements-dev.txt``); the finished folder needs no network.
 
 How a chapter becomes a deck
     The chapter notebook chooses its slides with cell tags, so the deck follows the chapter when
