@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HTML   := _build/html
 
-.PHONY: book test check lab student assignments clean
+.PHONY: book test check lab student assignments slides clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ student: $(VENV)/.installed
 # Each numeric exercise becomes an autograded answer; nbgrader's own generate_assignment writes release/.
 assignments: $(VENV)/.dev-installed
 	$(BIN)/python -m llm_roofline.course.assignments notebooks _build/nbgrader
+
+## slides: a reveal.js deck per chapter in _build/slides (tagged cells; reveal.js from npm, no CDN)
+# Each chapter with tagged code cells runs in a fresh kernel first; needs npm for reveal.js.
+slides: $(VENV)/.dev-installed
+	$(BIN)/python -m llm_roofline.course.slides notebooks _build/slides
 
 clean:
 	rm -rf _build
