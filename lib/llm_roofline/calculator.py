@@ -100,7 +100,7 @@ from .hardware import Accelerator
 from .models import ModelConfig
 from .vram import Memory, _memory
 
-__all__ = ['DecodeStep', 'Estimate', 'decode_step', 'estimate']
+__all__ = ["DecodeStep", "Estimate", "decode_step", "estimate"]
 
 
 @dataclass(frozen=True)

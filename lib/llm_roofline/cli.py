@@ -44,9 +44,7 @@ _ESTIMATE_EXAMPLES = """examples:
   # any Hugging Face model: a config.json, or a downloaded snapshot's folder
   llm-roofline estimate --config ./Mistral-7B-v0.1 --gpu a100"""
 
-
 _Parser = validate.OneLineParser
-
 
 _INTEGER = re.compile(r"[+-]?[0-9]+(_[0-9]+)*", re.ASCII)
 _DIGITS = r"[0-9]+(?:_[0-9]+)*"

@@ -52,8 +52,8 @@ from .formulas import (
 )
 
 __all__ = [
-    'Cost', 'PARAM_COMPONENTS', 'ZERO', 'model_values', 'op_costs', 'op_elements',
-    'param_counts', 'params_by_op', 'total',
+    "Cost", "PARAM_COMPONENTS", "ZERO", "model_values", "op_costs", "op_elements",
+    "param_counts", "params_by_op", "total",
 ]
 
 

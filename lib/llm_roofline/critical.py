@@ -12,7 +12,7 @@ from .deployment import WEIGHT_MATMULS, _contexts, _first_true, _model, setup
 from .hardware import Accelerator
 from .models import ModelConfig
 
-__all__ = ['critical_batch', 'critical_batches', 'max_compute_context', 'step_critical_batch']
+__all__ = ["critical_batch", "critical_batches", "max_compute_context", "step_critical_batch"]
 
 
 def critical_batch(model: ModelConfig | str, accelerator: Accelerator | str, *,

@@ -23,12 +23,9 @@ __all__ = [
     "setup",
 ]
 
-
 Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays
 
-
 Label = str | np.ndarray  # "memory" or "compute" (or an array of them)
-
 
 Flag = bool | np.ndarray
 
@@ -40,20 +37,15 @@ Flag = bool | np.ndarray
 _REPLICATED = {"attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm", "residual",
                "final_norm", "router", "q_a_proj", "q_a_norm", "kv_a_proj", "kv_a_norm"}
 
-
 _KV_OPS = {"k_proj", "k_norm", "v_proj", "kv_write", "kv_read"}
-
 
 HEAD_OPS = frozenset({"embed", "lm_head"})
 """The ops whose weights stay 16-bit when the body is quantised (GPTQ, AWQ and FP8 checkpoints)."""
 
-
 _FLOAT_FORMATS = {"fp32", "bf16", "fp16"}
-
 
 ATTENTION_KERNEL = ("kv_read", "attn_scores", "softmax", "attn_values")
 """The operations one fused attention kernel does: read the cache, scores, softmax, values."""
-
 
 WEIGHT_MATMULS = frozenset(formulas.LINEAR_OPS) | {
     "router", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"}

@@ -92,15 +92,15 @@ from functools import cache
 import sympy as sp
 
 __all__ = [
-    'ACTIVATION_FLOPS', 'ATTENTION_OPS', 'B', 'L', 'LINEAR_OPS', 'L_ctx', 'MLA_ATTENTION_OPS',
-    'MOE_MLP_OPS', 'OPS', 'P', 'at_decode', 'at_prefill', 'attention_flops_expr',
-    'attention_pairs_expr', 'b_act', 'b_kv', 'b_w', 'd_expert', 'd_ff', 'd_model', 'd_nope',
-    'd_rope', 'd_v', 'expected_experts_expr', 'expressions_for', 'head_dim', 'keys_read_expr',
-    'kv_intensity_expr', 'kv_rank', 'kv_read_bytes_expr', 'linear_flops_expr',
-    'linear_intensity_expr', 'linear_params_expr', 'linear_weight_bytes_expr',
-    'model_expressions', 'n_dense', 'n_experts', 'n_heads', 'n_kv_heads', 'n_layers', 'n_local',
-    'n_new', 'n_past', 'n_shared', 'op_expressions', 'ops_for', 'param_expressions', 'q_rank',
-    'top_k', 'vocab', 'window',
+    "ACTIVATION_FLOPS", "ATTENTION_OPS", "B", "L", "LINEAR_OPS", "L_ctx", "MLA_ATTENTION_OPS",
+    "MOE_MLP_OPS", "OPS", "P", "at_decode", "at_prefill", "attention_flops_expr",
+    "attention_pairs_expr", "b_act", "b_kv", "b_w", "d_expert", "d_ff", "d_model", "d_nope",
+    "d_rope", "d_v", "expected_experts_expr", "expressions_for", "head_dim", "keys_read_expr",
+    "kv_intensity_expr", "kv_rank", "kv_read_bytes_expr", "linear_flops_expr",
+    "linear_intensity_expr", "linear_params_expr", "linear_weight_bytes_expr",
+    "model_expressions", "n_dense", "n_experts", "n_heads", "n_kv_heads", "n_layers", "n_local",
+    "n_new", "n_past", "n_shared", "op_expressions", "ops_for", "param_expressions", "q_rank",
+    "top_k", "vocab", "window",
 ]
 
 
@@ -114,19 +114,15 @@ n_layers, d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab = sp.symbols(
 # sliding-window attention: n_local of the n_layers layers attend to the last W keys only
 n_local = sp.symbols("n_local", nonnegative=True, integer=True)
 
-
 window = sp.symbols("W", positive=True, integer=True)
 
 
 # workload
 B, n_new = sp.symbols("B n_new", positive=True, integer=True)
 
-
 n_past = sp.symbols("n_past", nonnegative=True, integer=True)  # 0 in a prefill
 
-
 L, L_ctx = sp.symbols("L L_ctx", positive=True, integer=True)
-
 
 _N_NEW, _N_PAST = n_new, n_past  # op_costs's arguments share these names
 
@@ -137,7 +133,6 @@ P = sp.symbols("P", positive=True, integer=True)
 
 # bytes per element of weights, KV cache and activations
 b_w, b_kv, b_act = sp.symbols("b_w b_kv b_act", positive=True)
-
 
 OPS = (
     "embed",
@@ -163,12 +158,10 @@ OPS = (
 )
 """Operation names in the order a pass runs them; the tiny transformer's tally uses the same."""
 
-
 LINEAR_OPS = (
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"
 )
 """The operations that multiply activations by a weight matrix."""
-
 
 ATTENTION_OPS = ("attn_scores", "attn_values")
 """The two matrix products of attention against the KV cache (scores ``q k^T``, values ``p v``)."""
@@ -210,7 +203,6 @@ def keys_read_expr(windowed: bool = False) -> sp.Expr:
 
 
 _NORM_OPS = ("attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm", "final_norm")
-
 
 ACTIVATION_FLOPS = {"silu": 4, "gelu_tanh": 9}
 """FLOPs per element of the MLP's activation function (its gate's, in a gated MLP).
@@ -543,16 +535,12 @@ def kv_intensity_expr() -> sp.Expr:
 
 n_experts, top_k, d_expert = sp.symbols("E k d_expert", positive=True, integer=True)
 
-
 n_shared, n_dense, q_rank = sp.symbols("n_shared n_dense r_q", nonnegative=True, integer=True)
-
 
 kv_rank, d_rope, d_nope, d_v = sp.symbols("r_kv d_rope d_nope d_v", positive=True, integer=True)
 
-
 MOE_MLP_OPS = ("router", "gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine")
 """A mixture-of-experts model's MLP operations, in order (replacing the dense four)."""
-
 
 MLA_ATTENTION_OPS = (
     "q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm", "rope", "kv_write",
@@ -560,9 +548,7 @@ MLA_ATTENTION_OPS = (
 )
 """Latent attention's operations, in order (replacing ``q_proj`` ... ``o_proj``)."""
 
-
 _DENSE_ATTENTION = OPS[OPS.index("q_proj") : OPS.index("o_proj") + 1]
-
 
 _DENSE_MLP = OPS[OPS.index("gate_proj") : OPS.index("down_proj") + 1]
 

@@ -46,7 +46,6 @@ MAX_SIZE_MB = 65_536
 _STATISTICS = ("median", "min")
 _MATMUL_DTYPES = {"fp32": np.float32, "fp64": np.float64}
 
-
 MAX_REPEATS = 1000
 """The most timed runs a benchmark takes (each one reads its whole array)."""
 

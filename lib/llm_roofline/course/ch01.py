@@ -13,7 +13,7 @@ from ..validate import real, sequence, shorten, text
 from .plots import PHASE_COLORS, axes_or_new
 from .registry import register, smallest
 
-__all__ = ['decode_share', 'snapshot']
+__all__ = ["decode_share", "snapshot"]
 
 
 def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=None,

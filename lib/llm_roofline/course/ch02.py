@@ -19,11 +19,9 @@ from ..validate import boolean, choice, mapping, names, real, shorten, text
 from .plots import PHASE_COLORS, axes_or_new
 from .registry import register, smallest
 
-__all__ = ['BYTE_UNITS', 'FLOP_UNITS', 'op_intensity', 'phase_rows', 'two_regimes']
-
+__all__ = ["BYTE_UNITS", "FLOP_UNITS", "op_intensity", "phase_rows", "two_regimes"]
 
 FLOP_UNITS = {"FLOP": 1.0, "kFLOP": 1e3, "MFLOP": 1e6, "GFLOP": 1e9, "TFLOP": 1e12}
-
 
 BYTE_UNITS = {"B": 1.0, "kB": 1e3, "MB": 1e6, "GB": 1e9}
 

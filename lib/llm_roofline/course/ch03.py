@@ -16,7 +16,7 @@ from ..validate import integer, names, sequence
 from .plots import PAGE, WIDTH
 from .registry import register
 
-__all__ = ['roofline_grid']
+__all__ = ["roofline_grid"]
 
 
 def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),

@@ -27,17 +27,14 @@ from ..hardware import get_accelerator
 from .registry import register
 
 __all__ = [
-    'KINDS', 'attainable_vs_batch', 'intensity_vs_tokens', 'op_points', 'ops_on_roofline',
-    'phases_on_roofline',
+    "KINDS", "attainable_vs_batch", "intensity_vs_tokens", "op_points", "ops_on_roofline",
+    "phases_on_roofline",
 ]
-
 
 KINDS = {"linear": "o", "attention": "^", "elementwise": "s"}
 """The kinds of operation :func:`op_points` returns, with the marker each is drawn with."""
 
-
 _ATTENTION = ("attn_scores", "attn_values")
-
 
 _PHASE_COLORS = ("C1", "C2", "C3", "C4", "C5")
 

@@ -10,8 +10,7 @@ from ..hardware import get_accelerator
 from ..validate import axes, integer, real
 from .registry import register
 
-__all__ = ['PARTS', 'kv_step_bars']
-
+__all__ = ["PARTS", "kv_step_bars"]
 
 PARTS = {"weights": "tab:blue", "KV cache": "tab:orange", "activations": "tab:green",
          "reserve": "0.75"}

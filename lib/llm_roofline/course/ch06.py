@@ -24,8 +24,7 @@ from ..serving import ChunkedPrefill
 from ..vram import max_batch
 from .registry import register
 
-__all__ = ['SFU_EXP_PER_S', 'chunk_tradeoff', 'client_timeline', 'latency_throughput']
-
+__all__ = ["SFU_EXP_PER_S", "chunk_tradeoff", "client_timeline", "latency_throughput"]
 
 _MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "n_gpus", "act_dtype", "weight_group_size",
                    "reserve_fraction", "prefill_chunk")

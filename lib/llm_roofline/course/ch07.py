@@ -27,21 +27,18 @@ from .plots import PAGE, WIDTH, GiB
 from .registry import register
 
 __all__ = [
-    'COLOURS', 'PRECISIONS', 'SCALES', 'critical_curves', 'dashboard', 'experts_read',
-    'latency_curves', 'memory_bars',
+    "COLOURS", "PRECISIONS", "SCALES", "critical_curves", "dashboard", "experts_read",
+    "latency_curves", "memory_bars",
 ]
 
 
 #: the article's three scales
 SCALES = {"7B": "llama-2-7b", "70B": "llama-3-70b", "671B": "deepseek-v3"}
 
-
 #: precision -> (weights, KV cache); INT4 is weight-only (GPTQ/AWQ style): its cache stays 16-bit
 PRECISIONS = {"BF16": ("bf16", "bf16"), "FP8": ("fp8", "fp8"), "INT4": ("int4", "bf16")}
 
-
 COLOURS = {"BF16": "tab:blue", "FP8": "tab:orange", "INT4": "tab:green"}
-
 
 _MOE_COLOURS = ("tab:purple", "tab:red", "tab:brown", "tab:olive")
 

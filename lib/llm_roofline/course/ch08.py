@@ -13,8 +13,7 @@ import math
 
 from .registry import register
 
-__all__ = ['use']
-
+__all__ = ["use"]
 
 _STATE: dict = {"host": None}
 

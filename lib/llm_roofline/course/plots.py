@@ -14,7 +14,6 @@ from ..validate import axes, boolean, choice, mapping, real, sequence
 
 __all__ = ["GiB", "PAGE", "PHASE_COLORS", "WIDTH", "axes_or_new", "timeline"]
 
-
 GiB = 2**30
 
 
@@ -22,10 +21,8 @@ GiB = 2**30
 PAGE = {"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
         "ytick.labelsize": 9, "legend.fontsize": 9, "figure.titlesize": 10}
 
-
 WIDTH = 7.2
 """A full-width figure, inches: about 700 px at the inline backend's 100 dpi."""
-
 
 PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b6ca8"}
 """One colour per phase, used by every figure of the two chapters."""

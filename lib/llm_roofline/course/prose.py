@@ -19,8 +19,7 @@ import re
 
 from ..validate import real, shorten
 
-__all__ = ['fmt_like', 'states']
-
+__all__ = ["fmt_like", "states"]
 
 _NUMBER = re.compile(r"^[-−]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?$", re.ASCII)
 

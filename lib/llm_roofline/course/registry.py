@@ -27,8 +27,7 @@ import numpy as np
 from .. import validate
 from ..validate import shorten
 
-__all__ = ['Exercise', 'Verdict', 'check', 'list_exercises', 'register', 'smallest']
-
+__all__ = ["Exercise", "Verdict", "check", "list_exercises", "register", "smallest"]
 
 #: answers are compared on a log scale; sizes outside this range are refused as typos
 _SMALLEST, _LARGEST = 1e-100, 1e100

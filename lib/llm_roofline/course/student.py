@@ -21,8 +21,7 @@ from pathlib import Path
 
 from ..validate import OneLineParser, _shown, boolean, read_json, shorten
 
-__all__ = ['SOLUTION_TAG', 'main', 'strip_solutions', 'write_student_edition']
-
+__all__ = ["SOLUTION_TAG", "main", "strip_solutions", "write_student_edition"]
 
 SOLUTION_TAG = "solution"
 

@@ -52,24 +52,19 @@ from ..models import get_model, list_models
 from ..vram import activation_elements_per_token
 
 __all__ = [
-    'ASSETS', 'DATA_FILE', 'PAGES', 'data', 'gpu_counts', 'javascript', 'model_passes', 'setup',
-    'write',
+    "ASSETS", "DATA_FILE", "PAGES", "data", "gpu_counts", "javascript", "model_passes", "setup",
+    "write",
 ]
-
 
 PAGES = ("book/calculator", "notebooks/07_calculator")
 """The pages (Sphinx docnames) that load the calculator's files; each holds one
 ``<div id="llm-calc" class="llm-calc"></div>`` where the calculator appears."""
 
-
 DATA_FILE = "calculator-data.js"
-
 
 ASSETS = ("calculator.css", "calculator.js")  # in book/_calculator, beside the page
 
-
 _REFERENCE_CHIP = "h100-sxm"  # has an interconnect and a network: only the model's limits apply
-
 
 _SENTINEL = -777  # a bad value whose message is turned into a template, "{}" in its place
 

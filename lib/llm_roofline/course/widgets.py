@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from ..validate import integer, real, sequence, shorten, text
 
-__all__ = ['html_table', 'live', 'scrubber']
+__all__ = ["html_table", "live", "scrubber"]
 
 
 # to_jshtml links Font Awesome from a CDN for its button icons; the book reads offline,
