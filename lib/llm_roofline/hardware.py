@@ -27,7 +27,7 @@ import numpy as np
 from . import dtypes, validate
 
 __all__ = [
-    "Accelerator", "aliases", "get_accelerator", "growth", "list_accelerators",
+    "LIMITS", "Accelerator", "aliases", "get_accelerator", "growth", "list_accelerators",
     "load_accelerators", "table",
 ]
 

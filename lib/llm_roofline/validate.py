@@ -430,6 +430,7 @@ class OneLineParser(argparse.ArgumentParser):
     label = "llm_roofline"  # the name the one-line error starts with
 
     def error(self, message: str):
+        """Print ``message`` as one line, ``<label>: error: ...``, and exit with code 2."""
         # "argument --batch: --batch must be ..." says the flag once
         found = re.fullmatch(r"argument (\S+): (\1 .*)", message, re.DOTALL)
         message = found.group(2) if found else message
