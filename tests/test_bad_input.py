@@ -27,13 +27,13 @@ from llm_roofline import (
     validate,
     vram,
 )
-from llm_roofline.cli import main
 from llm_roofline.course import student
 from llm_roofline.course.exercises import check
 from llm_roofline.course.registry import register
 from llm_roofline.models import ModelConfig, get_model, load_config
 from llm_roofline.tiny import KVCache, TinyLlama
 from llm_roofline.tiny.model import weight_shapes
+from test_cli import run
 
 DATA = Path(hardware.__file__).parent / "data"
 MICRO = machine.chapter_models()["micro"]
@@ -49,15 +49,6 @@ def one_line(call, *match: str) -> str:
     for m in match:
         assert m in text, (m, text)
     return text
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def refused(capsys, *argv, match: str = "") -> str:

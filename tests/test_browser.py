@@ -3,6 +3,7 @@ the scrubbers move, nothing is fetched from outside, and a screenshot of each pa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
@@ -32,13 +33,16 @@ def _chromium() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
-def site(built_book):
-    handler = functools.partial(_QuietHandler, directory=str(built_book))
+@contextlib.contextmanager
+def serving(folder):
+    """A local HTTP server over ``folder`` for the test's duration; yields its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -46,8 +50,9 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def browser():
+@contextlib.contextmanager
+def launched_chromium():
+    """Debian's Chromium driven by Playwright (skipped without either, failed under CI)."""
     try:
         from playwright import sync_api
     except ImportError:
@@ -57,8 +62,22 @@ def browser():
     executable = _chromium()
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def site(built_book):
+    with serving(built_book) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launched_chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture()

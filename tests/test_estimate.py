@@ -679,19 +679,25 @@ def test_published_engines_never_beat_the_floor(model, gpu, n, dtypes, batch, pr
         assert predicted <= measured if metric == "itl_ms" else predicted >= measured
 
 
-def test_a_windowed_kernel_is_averaged_step_by_step(monkeypatch):
-    """A sliding window makes the attention kernel's bytes saturate, not affine in the context:
-    the mean over the steps must still be exact. Simulate a 500-token window on every layer by
-    capping the cached tokens the KV ops see (formulas will do this itself for windowed models)."""
+def simulate_window(monkeypatch, window: int) -> None:
+    """Give every layer a sliding window of ``window`` tokens, by capping the cached tokens the
+    KV ops of ``counts.op_elements`` see."""
     original = counts.op_elements
 
     def windowed(cfg, batch, n_new, n_past=0, **kw):
         ops = original(cfg, batch, n_new, n_past, **kw)
-        capped = original(cfg, batch, n_new, np.minimum(n_past, 500 - n_new), **kw)
+        capped = original(cfg, batch, n_new, np.minimum(n_past, window - n_new), **kw)
         return ops | {op: capped[op] for op in ("kv_read", "attn_scores", "softmax",
                                                 "attn_values")}
 
     monkeypatch.setattr(counts, "op_elements", windowed)
+
+
+def test_a_windowed_kernel_is_averaged_step_by_step(monkeypatch):
+    """A sliding window makes the attention kernel's bytes saturate, not affine in the context:
+    the mean over the steps must still be exact. Simulate a 500-token window on every layer by
+    capping the cached tokens the KV ops see (formulas will do this itself for windowed models)."""
+    simulate_window(monkeypatch, 500)
     cfg = lr.get_model("llama-3-8b")
     est = lr.estimate(cfg, H100, 300, 300, 400)  # contexts 301 ... 699 cross the window
     steps = [decode_step(cfg, H100, 300, c).time_s for c in range(301, 700)]

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import llm_roofline as lr
-from llm_roofline import counts
 from llm_roofline import measured as M
 from llm_roofline.calculator import _mean_of_envelope, decode_step
+from test_estimate import simulate_window
 
 H100 = lr.get_accelerator("H100")
 A100 = lr.get_accelerator("A100")
@@ -127,15 +127,7 @@ def test_the_mean_of_an_envelope_by_brute_force():
 
 
 def test_a_windowed_floor_is_averaged_step_by_step(monkeypatch):
-    original = counts.op_elements
-
-    def windowed(cfg, batch, n_new, n_past=0, **kw):
-        ops = original(cfg, batch, n_new, n_past, **kw)
-        capped = original(cfg, batch, n_new, np.minimum(n_past, 500 - n_new), **kw)
-        return ops | {op: capped[op] for op in ("kv_read", "attn_scores", "softmax",
-                                                "attn_values")}
-
-    monkeypatch.setattr(counts, "op_elements", windowed)
+    simulate_window(monkeypatch, 500)
     est = lr.estimate("llama-3-8b", H100, 300, 300, 400)
     steps = [decode_step("llama-3-8b", H100, 300, c).floor_s for c in range(301, 700)]
     assert est.tpot_floor_s == pytest.approx(np.mean(steps), rel=1e-12)

@@ -8,11 +8,8 @@ figures are drawn; the others are exported from the committed notebooks without 
 
 from __future__ import annotations
 
-import functools
-import http.server
 import re
 import shutil
-import threading
 import time
 from urllib.parse import urlparse
 
@@ -20,7 +17,7 @@ import nbformat
 import pytest
 
 from conftest import ROOT, SCREENSHOTS, notebooks
-from test_browser import CHROMIUM_ARGS, _chromium
+from test_browser import launched_chromium, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -59,32 +56,14 @@ def decks(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(decks):
-    handler = functools.partial(_QuietHandler, directory=str(decks))
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+    with serving(decks) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser():
-    import os
-    try:
-        from playwright import sync_api
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("playwright is not installed (requirements-dev.txt)")
-        pytest.skip("playwright is not installed (requirements-dev.txt)")
-    executable = _chromium()
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+    with launched_chromium() as b:
         yield b
-        b.close()
 
 
 def test_every_chapter_has_a_deck_without_remote_assets(decks):

@@ -35,7 +35,6 @@ import datetime as _dt
 import json
 import numbers
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -239,14 +238,7 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
     }
     text = json.dumps(data, indent=2, allow_nan=False) + "\n"
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:50]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        validate.write_atomically(path, text, prefix=path.name[:50])
     except OSError as err:
         raise ValueError(f"cannot write {shown}: {err.strerror or type(err).__name__}") from None
     return path

@@ -121,16 +121,19 @@ def best_batch(model: ModelConfig | str, accelerator, prompt_len: int, output_le
                          fit, min(tpot_batch, fit), min(ttft_batch, fit))
     throughput = batches[:last] / tpot[:last]
     b = int(np.flatnonzero(throughput >= throughput.max() * (1 - 1e-9))[0]) + 1
-    if b < last:
-        limited = "roof"
-    elif b == fit:
-        limited = "memory"
-    elif b == tpot_batch:
-        limited = "tpot"
-    else:
-        limited = "ttft"
+    limited = _limit(b, last, fit, tpot_batch)
     return SLAChoice(b, float(tpot[b - 1]), ttft_at(b), float(throughput[b - 1]), limited, fit,
                      min(tpot_batch, fit), min(ttft_batch, fit))
+
+
+def _limit(b: int, last: int, fit: int, tpot_batch: int) -> str:
+    """What stops the batch at ``b``: the roof (throughput peaked below ``last``, the largest
+    allowed batch), memory, the TPOT target, or else the TTFT target."""
+    if b < last:
+        return "roof"
+    if b == fit:
+        return "memory"
+    return "tpot" if b == tpot_batch else "ttft"
 
 
 def _bisected(model, accelerator, p, o, tpot_max, ttft_max, arrival, fit, options) -> SLAChoice:
@@ -155,14 +158,7 @@ def _bisected(model, accelerator, p, o, tpot_max, ttft_max, arrival, fit, option
     best = last / one(last).tpot_s
     b = last - _largest(lambda k: (last - k + 1) / one(last - k + 1).tpot_s
                         >= best * (1 - 1e-9), last) + 1
-    if b < last:
-        limited = "roof"
-    elif b == fit:
-        limited = "memory"
-    elif b == tpot_batch:
-        limited = "tpot"
-    else:
-        limited = "ttft"
+    limited = _limit(b, last, fit, tpot_batch)
     e = one(b)
     return SLAChoice(b, float(e.tpot_s), float(ttft(b)), float(b / e.tpot_s), limited, fit,
                      tpot_batch, ttft_batch)

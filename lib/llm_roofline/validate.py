@@ -29,7 +29,9 @@ import numbers
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
@@ -37,7 +39,7 @@ __all__ = [
     "MAX_COUNT", "MAX_FILE_BYTES", "MAX_ITEMS", "MAX_POINTS", "OneLineParser", "allocation",
     "available_bytes", "axes", "boolean", "choice", "fraction", "integer", "integers", "mapping",
     "names", "options", "read_bytes", "read_json", "real", "reals", "sequence", "shorten", "text",
-    "unknown",
+    "unknown", "write_atomically",
 ]
 
 MAX_POINTS = 2**20
@@ -438,3 +440,17 @@ class OneLineParser(argparse.ArgumentParser):
         if found:
             message = f"{found.group(1)} needs a value"
         self.exit(2, f"{self.label}: error: {' '.join(message.split())}\n")
+
+
+def write_atomically(path, text: str, *, prefix: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename it:
+    a failed write leaves the old file (or none), never half a file. Raises ``OSError``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{prefix}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

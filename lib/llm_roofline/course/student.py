@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
-from ..validate import OneLineParser, _shown, boolean, read_json, shorten
+from ..validate import OneLineParser, _shown, boolean, read_json, shorten, write_atomically
 
 __all__ = ["SOLUTION_TAG", "main", "strip_solutions", "write_student_edition"]
 
@@ -123,14 +122,7 @@ def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list
         dest.mkdir(parents=True, exist_ok=True)
         for name, text in texts.items():
             out = dest / name
-            fd, tmp = tempfile.mkstemp(dir=dest, prefix=f".{name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(text)
-                os.replace(tmp, out)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomically(out, text, prefix=name)
             written.append(out)
     except OSError as err:
         raise ValueError(f"cannot write the student edition into {_p(dest)}: "
