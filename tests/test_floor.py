@@ -34,12 +34,10 @@ def test_batch_one_decode_floor_by_hand():
     assert step.floor_s == pytest.approx(by_hand, rel=2e-3)
     assert step.resources()["limit"] == "memory"
     assert step.resources()["compute"] == pytest.approx(flops / 989e12, rel=2e-2)
-    # kernel by kernel is the floor plus the compute-limited kernels' excess: these move no
-    # compulsory bytes (rotary, residual adds), so the excess is their math time
-    excess = sum(r["time_s"] - r["bytes"] / H100.bandwidth for r in step.breakdown()
-                 if r["bound"] == "compute")
-    assert step.time_s == pytest.approx(step.floor_s + excess, rel=1e-12)
-    assert 0 < step.time_s - step.floor_s < 1e-3 * step.floor_s
+    # every kernel is limited by its bytes (the element-wise work, fused, by its bytes alone):
+    # kernel by kernel equals the floor
+    assert {r["bound"] for r in step.breakdown()} == {"memory", "element-wise"}
+    assert step.time_s == pytest.approx(step.floor_s, rel=1e-12)
 
 
 def test_prefill_floor_by_hand():

@@ -31,8 +31,14 @@ Two times per phase: kernel by kernel, and the floor
     The floor is never above the kernel-by-kernel time, and equals it (up to the latency rule)
     when every kernel is limited by the same resource and nothing else runs. Kernels are the
     operations of ``formulas.op_elements``, except that the attention over the KV cache
-    (``kv_read``, ``attn_scores``, ``softmax``, ``attn_values``) is one kernel, ``attention``,
-    as FlashAttention/FlashDecoding read the cache and do the math in one pass. A weight matmul
+    (``kv_read``, ``attn_scores``, ``attn_values``) is one kernel, ``attention``, as
+    FlashAttention/FlashDecoding read the cache and do the math in one pass. Each kernel's
+    math runs at the precision of its operands (``Setup.math_dtype``): the body's weight
+    matmuls at ``compute_dtype``, the 16-bit LM head at the 16-bit peak, the attention at its
+    activations' precision (``attention_dtype``). Element-wise work (norms, RoPE, residual
+    adds, the activation, softmax; ``deployment.ELEMENTWISE``) is fused into a neighbouring
+    kernel on the vector units, as engines do: never priced at a tensor-core peak, it costs
+    only its compulsory bytes. A weight matmul
     turns compute-bound at a batch of about ``ridge * bytes_per_weight / 2`` (``critical_batch``);
     the attention kernel's intensity is about the query-group size ``n_heads / n_kv_heads``
     (per byte of a 16-bit cache) whatever the batch, so for GQA/MHA it never does.
@@ -56,10 +62,12 @@ TPOT (s)
     describe the step that would make a second token (context ``prompt_len + 1``).
 Precisions
     ``weight_dtype`` (bytes of the weights), ``kv_dtype`` (bytes of the cache) and
-    ``compute_dtype`` (which peak the math runs at) are separate. By default fp8/int8 weights run
-    fp8/int8 math where the chip has it (W8A8: half the bytes and twice the peak); int4 weights
-    (W4A16) and fp8 weights on a chip without fp8 math are dequantised to bf16: they cut bytes
-    only. ``compute_dtype`` chooses the math explicitly.
+    ``compute_dtype`` (which peak the body's weight matmuls run at) are separate. By default
+    fp8/int8 weights run fp8/int8 math where the chip has it (W8A8: half the bytes and twice
+    the peak); int4 weights (W4A16) and fp8 weights on a chip without fp8 math are dequantised
+    to bf16: they cut bytes only. ``compute_dtype`` chooses the body's math explicitly,
+    ``attention_dtype`` the attention's (default: the activations' 16 bits, whatever the cache
+    stores); the LM head keeps the precision of its weights.
 
 Bytes counted are the compulsory traffic: weights (each distinct expert a step touches, for
 MoE) and the KV cache. Activations are left out, as a fused engine keeps most of them on chip;
@@ -152,6 +160,8 @@ class Estimate:
     ttft_floor_s: Number = None  # the prefill's floor (module docs), queue included
     tpot_floor_s: Number = None  # the decode step's floor, mean over the decode steps
     busy: dict = field(default_factory=dict, repr=False, compare=False)  # for resources()
+    head_dtype: str = "bf16"  # the LM head's math (Setup.math_dtype)
+    attention_dtype: str = "bf16"  # the attention's math
 
     @property
     def bound(self) -> Label:
@@ -161,7 +171,8 @@ class Estimate:
     @property
     def precision(self) -> str:
         """Weight, KV-cache and compute precision in words (weight-only or weight-and-activation)."""
-        return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype)
+        return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype,
+                                   self.head_dtype, self.attention_dtype)
 
     @property
     def throughput_floor_tok_s(self) -> Number:
@@ -207,9 +218,11 @@ class Estimate:
         """Per kernel of the prefill or of a (mean) decode step, one dict each.
 
         Keys: ``op``, ``flops`` and ``bytes`` (per GPU), ``intensity`` (FLOPs per byte; None
-        for a kernel that moves no compulsory bytes), ``time_s``, ``bound`` (``"compute"``,
-        ``"memory"``, or ``"interconnect"`` for the all-reduces), ``share`` (of the phase's
-        time; the shares sum to 1). Values are arrays when the sizes are.
+        for a kernel that moves no compulsory bytes), ``time_s``, ``math`` (the precision of
+        the kernel's tensor math, ``Setup.math_dtype``; None for element-wise work), ``bound``
+        (``"compute"``, ``"memory"``, ``"element-wise"`` for work fused into a neighbour and
+        priced by its bytes alone, or ``"interconnect"`` for the collectives), ``share`` (of the
+        phase's time; the shares sum to 1). Values are arrays when the sizes are.
         """
         phase = validate.choice("phase", phase, ("prefill", "decode"))
         return list(_rows(*self.phases[phase]))
@@ -231,6 +244,7 @@ def estimate(
     act_dtype: str = "bf16",
     weight_group_size: int = 128,
     queue_s: float = 0.0,
+    attention_dtype: str | None = None,
     reserve_fraction: float = 0.1,
     prefill_chunk: int = 8192,
 ) -> Estimate:
@@ -246,7 +260,8 @@ def estimate(
     """
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
-              weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu)
+              weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
+              attention_dtype=attention_dtype)
     b, p, o = _sizes_of(s.model, batch, prompt_len, output_len)
     queue = validate.real("queue_s", queue_s, minimum=0, maximum=1e9, unit="seconds")
     mem = _memory(s, b, p, o, reserve_fraction, prefill_chunk)
@@ -254,10 +269,10 @@ def estimate(
     # prefill: one pass of the whole batch, logits at each sequence's last position only
     prefill = {k: (f, w + kv) for k, (f, w, kv) in
                s.pass_costs(b, p, 0, absorbed=False, logits_tokens=b).items()}
-    prefill_times = {k: s.roofline_s(f, m) for k, (f, m) in prefill.items()}
+    prefill_times = {k: s.roofline_s(k, f, m) for k, (f, m) in prefill.items()}
     prefill_ar = s.allreduce_s(b * p.astype(float), b)  # logits at the last positions
     ttft = sum(prefill_times.values()) + prefill_ar + queue
-    prefill_busy = _busy(s, sum(f for f, _ in prefill.values()) / s.peak,
+    prefill_busy = _busy(s, s.math_s(prefill),
                          sum(m for _, m in prefill.values()) / s.bandwidth,
                          b * p.astype(float), b, ttft - queue)
 
@@ -270,7 +285,7 @@ def estimate(
     moved = sum(m for _, m, _ in means.values())
     decode = {k: (f, m) for k, (f, m, _) in means.items()}
     decode_times = {k: t for k, (_, _, t) in means.items()}
-    decode_busy = _busy(s, flops / s.peak, moved / s.bandwidth, b, b, tpot,
+    decode_busy = _busy(s, s.math_s(decode), moved / s.bandwidth, b, b, tpot,
                         floor=_decode_floor(s, b, p, steps))
 
     return Estimate(
@@ -287,7 +302,8 @@ def estimate(
                             (b * p.astype(float), b)),
                 "decode": (s, decode, decode_times, decode_ar, (b, b))},
         ttft_floor_s=_out(prefill_busy["floor"] + queue), tpot_floor_s=_out(decode_busy["floor"]),
-        busy={"prefill": prefill_busy, "decode": decode_busy},
+        busy={"prefill": prefill_busy, "decode": decode_busy}, head_dtype=s.head_dtype,
+        attention_dtype=s.attention_dtype,
     )
 
 
@@ -320,7 +336,7 @@ class DecodeStep:
 def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch, context, *,
                 weight_dtype: str = "bf16", kv_dtype: str = "bf16", compute_dtype: str | None = None,
                 n_gpus: int = 1, mbu: float = 1.0, mfu: float = 1.0, act_dtype: str = "bf16",
-                weight_group_size: int = 128) -> DecodeStep:
+                weight_group_size: int = 128, attention_dtype: str | None = None) -> DecodeStep:
     """One decode step of ``batch`` sequences whose attention spans ``context`` tokens each.
 
     The step reads ``context - 1`` cached tokens per sequence and adds one: it makes token
@@ -331,16 +347,17 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
     """
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
-              weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu)
+              weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
+              attention_dtype=attention_dtype)
     b = validate.integers("batch", batch)
     ctx = _contexts(s.model, context)
     costs = {k: (f, w + kv) for k, (f, w, kv) in
              s.pass_costs(b, 1, ctx - 1, absorbed=True).items()}
-    times = {k: s.roofline_s(f, m) for k, (f, m) in costs.items()}
+    times = {k: s.roofline_s(k, f, m) for k, (f, m) in costs.items()}
     allreduce = s.allreduce_s(b * np.ones(np.shape(ctx)))
     flops = sum(f for f, _ in costs.values())
     moved = sum(m for _, m in costs.values())
-    busy = _busy(s, flops / s.peak, moved / s.bandwidth, b * np.ones(np.shape(ctx)), b,
+    busy = _busy(s, s.math_s(costs), moved / s.bandwidth, b * np.ones(np.shape(ctx)), b,
                  sum(times.values()) + allreduce)
     return DecodeStep(
         time_s=_out(sum(times.values()) + allreduce),
@@ -398,8 +415,7 @@ def _decode_floor(s: Setup, b, p, steps) -> Number:
 
     def totals(n):
         costs = s.pass_costs(b, 1, n, absorbed=True)
-        return (sum(f for f, _, _ in costs.values()) / s.peak,
-                sum(w + kv for _, w, kv in costs.values()) / s.bandwidth)
+        return s.math_s(costs), sum(w + kv for _, w, kv in costs.values()) / s.bandwidth
 
     first, last = totals(p), totals(p + steps - 1)
     span = np.maximum(steps - 1, 1).astype(float)
@@ -417,7 +433,7 @@ def _decode_floor(s: Setup, b, p, steps) -> Number:
         j = np.arange(start, min(start + 256, int(np.max(steps))))
         mask = j < steps[..., None]
         costs = s.pass_costs(b[..., None], 1, p[..., None] + j, absorbed=True)
-        c = sum(f for f, _, _ in costs.values()) / s.peak
+        c = s.math_s(costs)
         m = sum(w + kv for _, w, kv in costs.values()) / s.bandwidth
         step = np.maximum(np.maximum(c, m), np.asarray(flat)[..., None])
         total = total + np.where(mask, step, 0.0).sum(-1)
@@ -462,7 +478,7 @@ def _step_bound(s: Setup, costs: dict, times: dict) -> Label:
     """``"compute"`` when the compute-bound kernels take at least as long as the memory-bound."""
     compute = memory_time = 0.0
     for k, (f, m) in costs.items():
-        is_compute = s.compute_bound(f, m)
+        is_compute = s.compute_bound(k, f, m)
         compute = compute + np.where(is_compute, times[k], 0.0)
         memory_time = memory_time + np.where(is_compute, 0.0, times[k])
     return np.where(compute >= memory_time, "compute", "memory")
@@ -479,8 +495,9 @@ def _rows(s: Setup, costs: dict, times: dict, extra_s, tokens) -> tuple[dict, ..
         intensity = None if not np.any(m > 0) else _out(f / np.where(m > 0, m, 1.0))
         rows.append({
             "op": k, "flops": _out(f * 1.0), "bytes": _out(m * 1.0), "intensity": intensity,
-            "time_s": _out(times[k] * 1.0), "bound": _out(np.where(s.compute_bound(f, m),
-                                                                   "compute", "memory")),
+            "time_s": _out(times[k] * 1.0), "math": s.math_dtype(k),
+            "bound": "element-wise" if s.math_dtype(k) is None else
+                     _out(np.where(s.compute_bound(k, f, m), "compute", "memory")),
             "share": _out(times[k] / total),
         })
     if s.n_gpus > 1:
@@ -518,7 +535,8 @@ def _decode_means(s: Setup, b, p, steps) -> dict[str, tuple[Number, Number, Numb
     for k in first:
         (f0, w0, kv0), (f1, w1, kv1) = first[k], last[k]
         m0, m1 = w0 + kv0, w1 + kv1
-        t = _mean_of_max(m0 / s.bandwidth, m1 / s.bandwidth, f0 / s.peak, f1 / s.peak, steps)
+        peak = s.peak_of(k)
+        t = _mean_of_max(m0 / s.bandwidth, m1 / s.bandwidth, f0 / peak, f1 / peak, steps)
         out[k] = ((f0 + f1) / 2, (m0 + m1) / 2, t)
     return out
 
@@ -532,7 +550,7 @@ def _decode_means_by_step(s: Setup, b, p, steps, block: int = 256):
         costs = s.pass_costs(b[..., None], 1, p[..., None] + j, absorbed=True)
         for k, (f, w, kv) in costs.items():
             parts = [np.where(mask, x, 0.0).sum(-1) for x in
-                     (f, w + kv, s.roofline_s(f, w + kv))]
+                     (f, w + kv, s.roofline_s(k, f, w + kv))]
             total[k] = [a + c for a, c in zip(total[k], parts, strict=True)] if k in total else parts
     return {k: tuple(x / steps for x in v) for k, v in total.items()}
 

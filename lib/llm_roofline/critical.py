@@ -20,8 +20,8 @@ def critical_batch(model: ModelConfig | str, accelerator: Accelerator | str, *,
                    weight_group_size: int = 128, limit: int = 2**20) -> int | None:
     """The smallest batch at which a decode step's weight matmuls turn compute-bound.
 
-    Taken together (their FLOP time at least their weight-byte time): about
-    ``ridge * bytes_per_weight / 2``, whatever the context, since a weight matmul does 2 FLOPs
+    Taken together (their FLOP time, each at its own peak, at least their weight-byte time):
+    about ``ridge * bytes_per_weight / 2``, whatever the context, since a weight matmul does 2 FLOPs
     per weight per token and reads each weight once per step (MoE: once per expert the batch
     touches, which takes more users). The attention over the KV cache never turns compute-bound
     this way for GQA/MHA: its intensity, about the query-group size ``n_heads / n_kv_heads``
@@ -33,10 +33,10 @@ def critical_batch(model: ModelConfig | str, accelerator: Accelerator | str, *,
     limit = validate.integer("limit", limit, maximum=validate.MAX_COUNT)
 
     def compute_bound(b):
-        costs = s.pass_costs(b, 1, 0, absorbed=True)
-        flops = sum(f for k, (f, _, _) in costs.items() if k in WEIGHT_MATMULS)
-        moved = sum(w + kv for k, (_, w, kv) in costs.items() if k in WEIGHT_MATMULS)
-        return s.compute_bound(flops, moved)
+        costs = {k: c for k, c in s.pass_costs(b, 1, 0, absorbed=True).items()
+                 if k in WEIGHT_MATMULS}
+        moved = sum(w + kv for _, w, kv in costs.values())
+        return s.math_s(costs) >= moved / s.bandwidth
 
     return _first_true(compute_bound, limit)
 
@@ -44,19 +44,21 @@ def critical_batch(model: ModelConfig | str, accelerator: Accelerator | str, *,
 def critical_batches(model: ModelConfig | str, accelerator: Accelerator | str, context, *,
                      weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                      compute_dtype: str | None = None, n_gpus: int = 1,
-                     weight_group_size: int = 128, limit: int = 2**20) -> dict[str, int | None]:
+                     weight_group_size: int = 128, limit: int = 2**20,
+                     attention_dtype: str | None = None) -> dict[str, int | None]:
     """Per kernel of a decode step at ``context``, the smallest compute-bound batch (or None).
 
     Enough to plot each kernel's regime against the batch: below its critical batch a kernel is
     memory-bound, from it on compute-bound (every kernel's intensity grows with the batch or
     stays put). Weight matmuls turn near ``ridge * bytes_per_weight / 2``; ``attention``
     (intensity about ``n_heads / n_kv_heads`` per 16-bit byte) never does for GQA/MHA, while
-    MLA's absorbed attention (all heads against one latent) can; kernels without compulsory
-    bytes (RoPE, softmax-free elementwise math) are compute-bound from batch 1, and kernels
-    without FLOPs (``embed``, ``kv_write``) never. Kernels with neither are left out.
+    MLA's absorbed attention (all heads against one latent) can; element-wise work
+    (``deployment.ELEMENTWISE``: norms, RoPE, softmax, ``embed``, ``kv_write``) is fused and
+    never does. Kernels with neither FLOPs nor bytes are left out.
     """
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-              compute_dtype=compute_dtype, n_gpus=n_gpus, weight_group_size=weight_group_size)
+              compute_dtype=compute_dtype, n_gpus=n_gpus, weight_group_size=weight_group_size,
+              attention_dtype=attention_dtype)
     ctx = validate.integer("context", context, maximum=s.model.max_context)
     limit = validate.integer("limit", limit, maximum=validate.MAX_COUNT)
     kernels = [k for k, (f, w, kv) in s.pass_costs(1, 1, ctx - 1, absorbed=True).items()
@@ -65,7 +67,7 @@ def critical_batches(model: ModelConfig | str, accelerator: Accelerator | str, c
     def bound_of(kernel):
         def compute_bound(b):
             f, w, kv = s.pass_costs(b, 1, ctx - 1, absorbed=True)[kernel]
-            return s.compute_bound(f, w + kv)
+            return s.compute_bound(kernel, f, w + kv)
         return compute_bound
 
     return {k: _first_true(bound_of(k), limit) for k in kernels}
@@ -74,7 +76,8 @@ def critical_batches(model: ModelConfig | str, accelerator: Accelerator | str, c
 def step_critical_batch(model: ModelConfig | str, accelerator: Accelerator | str, context, *,
                         weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                         compute_dtype: str | None = None, n_gpus: int = 1,
-                        weight_group_size: int = 128, limit: int = 2**16):
+                        weight_group_size: int = 128, limit: int = 2**16,
+                        attention_dtype: str | None = None):
     """The smallest batch at which a decode step at ``context`` is mostly compute-bound.
 
     "Mostly": its compute-bound kernels take at least as long as its memory-bound ones (the
@@ -86,7 +89,8 @@ def step_critical_batch(model: ModelConfig | str, accelerator: Accelerator | str
     ``context`` may be an array; each entry is searched over every batch from 1 to ``limit``.
     """
     options = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                   n_gpus=n_gpus, weight_group_size=weight_group_size)
+                   n_gpus=n_gpus, weight_group_size=weight_group_size,
+                   attention_dtype=attention_dtype)
     limit = validate.integer("limit", limit, maximum=2**20)
     cfg = _model(model)
     ctx = _contexts(cfg, context)
@@ -104,7 +108,8 @@ def step_critical_batch(model: ModelConfig | str, accelerator: Accelerator | str
 def max_compute_context(model: ModelConfig | str, accelerator: Accelerator | str, *,
                         weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                         compute_dtype: str | None = None, n_gpus: int = 1,
-                        weight_group_size: int = 128, limit: int = 2**16) -> int:
+                        weight_group_size: int = 128, limit: int = 2**16,
+                        attention_dtype: str | None = None) -> int:
     """The longest context at which some batch (up to ``limit``) makes decode mostly compute-bound.
 
     0 if none does. A larger batch only raises the compute-bound share of a step (the weight
@@ -113,7 +118,8 @@ def max_compute_context(model: ModelConfig | str, accelerator: Accelerator | str
     memory-bound attention over the cache takes most of every step, whatever the batch.
     """
     options = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                   n_gpus=n_gpus, weight_group_size=weight_group_size)
+                   n_gpus=n_gpus, weight_group_size=weight_group_size,
+                   attention_dtype=attention_dtype)
     limit = validate.integer("limit", limit, maximum=2**20)
     cfg = _model(model)
 

@@ -19,7 +19,7 @@ from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
 __all__ = [
-    "ATTENTION_KERNEL", "Flag", "HEAD_OPS", "Label", "Number", "Setup", "WEIGHT_MATMULS", "kv_share",
+    "ATTENTION_KERNEL", "ELEMENTWISE", "Flag", "HEAD_OPS", "Label", "Number", "Setup", "WEIGHT_MATMULS", "kv_share",
     "setup",
 ]
 
@@ -44,8 +44,20 @@ HEAD_OPS = frozenset({"embed", "lm_head"})
 
 _FLOAT_FORMATS = {"fp32", "bf16", "fp16"}
 
-ATTENTION_KERNEL = ("kv_read", "attn_scores", "softmax", "attn_values")
-"""The operations one fused attention kernel does: read the cache, scores, softmax, values."""
+ATTENTION_KERNEL = ("kv_read", "attn_scores", "attn_values")
+"""The operations one fused attention kernel does on the tensor cores and the memory: read the
+cache, the scores and the weighted sum of the values (its softmax is element-wise work)."""
+
+ELEMENTWISE = frozenset({
+    "attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm", "final_norm", "q_norm", "k_norm",
+    "q_a_norm", "kv_a_norm", "rope", "residual", "mlp_act", "softmax", "moe_combine", "kv_write",
+    "embed"})
+"""Element-wise work (norms, RoPE, residual adds, the activation, softmax, the experts' weighted
+sum) and pure data movement (the cache write, the embedding's gather). Engines fuse it into a
+neighbouring kernel, where it runs on the vector units while the activations stay on chip: it is
+never priced at a tensor-core peak. Its time is its compulsory bytes over the bandwidth (a norm's
+weights, the cache it writes, the embedding rows it reads); its FLOPs are counted but overlap
+the neighbour's."""
 
 WEIGHT_MATMULS = frozenset(formulas.LINEAR_OPS) | {
     "router", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"}
@@ -74,6 +86,8 @@ class Setup:
     compute_dtype: str
     act_dtype: str
     weight_group_size: int
+    head_dtype: str
+    attention_dtype: str
     mbu: float
     mfu: float
     shares: dict[str, float] = field(repr=False, compare=False)
@@ -81,8 +95,40 @@ class Setup:
 
     @property
     def peak(self) -> float:
-        """Attainable FLOP/s: the chip's dense peak at ``compute_dtype`` times ``mfu``."""
+        """Attainable FLOP/s of the body's weight matmuls: the dense peak at ``compute_dtype``
+        times ``mfu``."""
         return self.accelerator.peak(self.compute_dtype) * self.mfu
+
+    def math_dtype(self, kernel: str) -> str | None:
+        """The precision a kernel's math runs at, from its operands; None for element-wise work.
+
+        The body's weight matmuls at ``compute_dtype`` (W8A8 at the fp8 or int8 peak, W4A16
+        dequantised to 16 bits); the LM head at ``head_dtype``, the precision of its 16-bit
+        weights (a quantised checkpoint keeps its head in 16 bits); the attention at
+        ``attention_dtype``, its activations' precision (an fp8 cache is dequantised on chip,
+        as FlashInfer's and FlashMLA's kernels do, unless an fp8 attention kernel is chosen);
+        ``ELEMENTWISE`` work on the vector units, at no tensor-core peak.
+        """
+        if kernel in ELEMENTWISE:
+            return None
+        if kernel in HEAD_OPS:
+            return self.head_dtype
+        if kernel == "attention" or kernel in ATTENTION_KERNEL:
+            return self.attention_dtype
+        return self.compute_dtype
+
+    def peak_of(self, kernel: str) -> float:
+        """Attainable FLOP/s of a kernel: the dense peak at its ``math_dtype`` times ``mfu``;
+        infinite for element-wise work, whose math overlaps its neighbour's (``ELEMENTWISE``)."""
+        dtype = self.math_dtype(kernel)
+        return np.inf if dtype is None else self.accelerator.peak(dtype) * self.mfu
+
+    def math_s(self, costs: dict) -> Number:
+        """The math units' busy time of a pass: the sum over kernels of FLOPs over their peak.
+
+        ``costs``: kernel -> a tuple whose first item is the kernel's FLOPs (``pass_costs``).
+        """
+        return sum(c[0] / self.peak_of(k) for k, c in costs.items())
 
     @property
     def bandwidth(self) -> float:
@@ -92,7 +138,8 @@ class Setup:
     @property
     def precision(self) -> str:
         """The precisions in words, e.g. ``'weights int4, KV cache bf16, math bf16 (W4A16: ...)'``."""
-        return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype)
+        return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype,
+                                   self.head_dtype, self.attention_dtype)
 
     def pass_costs(self, batch, n_new, n_past, *, absorbed: bool,
                    logits_tokens=None) -> dict[str, tuple[Number, Number, Number]]:
@@ -115,18 +162,22 @@ class Setup:
             out[k] = [a + b for a, b in zip(out[k], parts, strict=True)] if k in out else list(parts)
         return {k: tuple(v) for k, v in out.items()}
 
-    def compute_bound(self, flops, moved) -> Flag:
-        """The one tie rule: compute-bound when the math takes at least as long as the bytes."""
-        return flops / self.peak >= moved / self.bandwidth
+    def compute_bound(self, kernel: str, flops, moved) -> Flag:
+        """The one tie rule: compute-bound when the math takes at least as long as the bytes
+        (never for element-wise work, ``ELEMENTWISE``)."""
+        if self.math_dtype(kernel) is None:
+            return np.zeros(np.broadcast(flops, moved).shape, dtype=bool) if np.ndim(
+                flops) or np.ndim(moved) else False
+        return flops / self.peak_of(kernel) >= moved / self.bandwidth
 
-    def roofline_s(self, flops, moved) -> Number:
-        """One kernel's time on its own roofline: ``max(FLOPs / peak, bytes / bandwidth)``.
+    def roofline_s(self, kernel: str, flops, moved) -> Number:
+        """One kernel's time on its own roofline: ``max(FLOPs / its peak, bytes / bandwidth)``.
 
-        Attainable figures. Summed over kernels it is the kernel-by-kernel time, what an engine
-        pays running them one after another with nothing overlapping; not the floor
-        (``calculator``'s module docs).
+        Attainable figures, the peak at the kernel's ``math_dtype``. Summed over kernels it is
+        the kernel-by-kernel time, what an engine pays running them one after another with
+        nothing overlapping; not the floor (``calculator``'s module docs).
         """
-        return np.maximum(flops / self.peak, moved / self.bandwidth)
+        return np.maximum(flops / self.peak_of(kernel), moved / self.bandwidth)
 
     def allreduce_s(self, tokens, logits_tokens=None) -> Number:
         """The collectives of one pass of ``tokens`` tokens under tensor parallelism, seconds.
@@ -192,11 +243,16 @@ class Setup:
 def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dtype: str = "bf16",
           kv_dtype: str = "bf16", compute_dtype: str | None = None, act_dtype: str = "bf16",
           weight_group_size: int = 128, n_gpus: int = 1, mbu: float = 1.0,
-          mfu: float = 1.0) -> Setup:
+          mfu: float = 1.0, attention_dtype: str | None = None) -> Setup:
     """Check a serving configuration once and return the ``Setup`` every calculation uses.
 
-    ``compute_dtype`` (the tensor math) defaults to fp8 for fp8 weights and int8 for int8
-    weights where the chip has that peak, else bf16 (int4 weights are dequantised to bf16).
+    ``compute_dtype`` (the body's weight matmuls) defaults to fp8 for fp8 weights and int8 for
+    int8 weights where the chip has that peak, else bf16 (int4 weights are dequantised to bf16).
+    The LM head runs at the precision of its weights (16 bits unless the weights are a float
+    format); ``attention_dtype`` (the attention's math) defaults to ``act_dtype``'s, whatever
+    the cache stores: pass ``"fp8"`` for an fp8 attention kernel (FlashAttention-3's) over an
+    fp8 cache. Each falls back to the widest 16-bit or 32-bit peak the chip has
+    (``Setup.math_dtype``).
     ``mbu``, ``mfu``: achieved fractions of peak bandwidth and peak FLOP/s, from 0.001 to 1.
     """
     cfg, chip = _model(model), get_accelerator(accelerator)
@@ -205,10 +261,12 @@ def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dt
     weights, kv = canonical(weight_dtype), canonical(kv_dtype)
     act = canonical(act_dtype)
     group = validate.integer("weight_group_size", weight_group_size, maximum=2**20)
+    head = weights if weights in _FLOAT_FORMATS else "bf16"
     return Setup(
         model=cfg, accelerator=chip, n_gpus=n_gpus, nodes=nodes, weight_dtype=weights,
         kv_dtype=kv, compute_dtype=_compute_dtype(chip, weights, compute_dtype), act_dtype=act,
-        weight_group_size=group, mbu=validate.fraction("mbu", mbu),
+        weight_group_size=group, head_dtype=_compute_dtype(chip, head, None),
+        attention_dtype=_compute_dtype(chip, act, attention_dtype), mbu=validate.fraction("mbu", mbu),
         mfu=validate.fraction("mfu", mfu), shares=_shares(cfg, n_gpus),
         sizes=_sizes(weights, kv, act, group),
     )
@@ -307,7 +365,7 @@ def _bits(dtype: str) -> float:
     return 8 * float(bytes_per_element("fp8" if dtype == "fp8" else dtype))
 
 
-def _describe_precision(weights: str, kv: str, compute: str) -> str:
+def _describe_precision(weights: str, kv: str, compute: str, head: str, attention: str) -> str:
     w, a = _bits(weights), _bits(compute)
     if w < a:
         kind = (f"weight-only, W{w:g}A{a:g}: {weights} weights cut the bytes, the math runs at "
@@ -317,7 +375,8 @@ def _describe_precision(weights: str, kv: str, compute: str) -> str:
                 f"peak")
     else:
         kind = f"W{w:g}A{a:g}"
-    return f"weights {weights}, KV cache {kv}, math {compute} ({kind})"
+    return (f"weights {weights}, KV cache {kv}, math {compute} ({kind}); LM head math {head}, "
+            f"attention math {attention}")
 
 
 def _sizes(weights: str, kv: str, act: str, group_size: int) -> dict[str, float]:

@@ -273,7 +273,7 @@ class _Costs:
     ar_decode: float
     layers: int
     collectives: int
-    peak: float
+    peaks: np.ndarray  # per kernel: the dense peak at its math precision (inf: element-wise)
     bandwidth: float
     batch: int
     output: int
@@ -304,7 +304,8 @@ def _costs_of(row: measured.Row, config: ModelConfig) -> _Costs:
         amd=s.accelerator.vendor == "AMD",
         ar_prefill=float(s.allreduce_s(b * p, b)), ar_decode=float(s.allreduce_s(b)),
         layers=s.model.n_layers, collectives=s.collectives_per_pass,
-        peak=s.accelerator.peak(s.compute_dtype), bandwidth=s.accelerator.bandwidth, batch=b,
+        peaks=np.array([s.peak_of(k) / s.mfu for k in pre], dtype=float),
+        bandwidth=s.accelerator.bandwidth, batch=b,
         output=o, n_gpus=s.n_gpus, definition=row.definition,
         scale={"ms": 1e3, "s": 1.0}.get(row.unit, 1.0))
 
@@ -340,8 +341,9 @@ class _Stack:
 
         self.pf, self.pm, self.df, self.dm = (pad(n) for n in ("pf", "pm", "df", "dm"))
         self.attention = pad("attention", bool)
+        self.peak = np.where(self.pf + self.df > 0, pad("peaks"), np.inf)
         col = {n: np.array([getattr(c, n) for c in costs], dtype=float) for n in (
-            "ar_prefill", "ar_decode", "layers", "collectives", "peak", "bandwidth", "batch",
+            "ar_prefill", "ar_decode", "layers", "collectives", "bandwidth", "batch",
             "output", "n_gpus", "scale")}
         self.__dict__.update(col)
         self.weight_only = np.array([c.weight_only for c in costs])
@@ -355,7 +357,7 @@ class _Stack:
         f = np.where(self.amd, rocm, 1.0)[:, None]
         rest = np.where(self.weight_only, mbu_wo, mbu)[:, None]
         bw = self.bandwidth[:, None] * np.maximum(f * np.where(self.attention, mbu_att, rest), 1e-3)
-        peak = self.peak[:, None]
+        peak = self.peak
         ttft = (np.maximum(self.pf / (peak * np.maximum(f * mfu_p, 1e-3)), self.pm / bw).sum(1)
                 + self.ar_prefill + per_pass + request_ms * 1e-3)
         peak_d = peak * np.maximum(f * np.where(self.attention, mfu_att, mfu_d), 1e-3)

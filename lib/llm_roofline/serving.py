@@ -152,8 +152,9 @@ def mixed_step(model: ModelConfig | str, accelerator, batch: int, context: int, 
                             maximum=s.model.max_context - c)
     both = _mixed_costs(s, b, ctx - 1, c, past)
     rows = tuple({"op": k, "flops": float(f), "bytes": float(m),
-                  "time_s": float(s.roofline_s(f, m)),
-                  "bound": "compute" if s.compute_bound(f, m) else "memory"}
+                  "time_s": float(s.roofline_s(k, f, m)),
+                  "bound": ("element-wise" if s.math_dtype(k) is None else
+                            "compute" if s.compute_bound(k, f, m) else "memory")}
                  for k, (f, m) in both.items() if f > 0 or m > 0)
     time = sum(r["time_s"] for r in rows) + float(s.allreduce_s(b + c, b + 1))
     decode_only = _step_s(s, b, 1, ctx - 1) if b else 0.0
@@ -257,13 +258,13 @@ def disaggregated(model: ModelConfig | str, accelerator, batch: int, prompt_len:
 def _step_options(s: Setup) -> dict:
     return dict(weight_dtype=s.weight_dtype, kv_dtype=s.kv_dtype, compute_dtype=s.compute_dtype,
                 act_dtype=s.act_dtype, weight_group_size=s.weight_group_size, n_gpus=s.n_gpus,
-                mbu=s.mbu, mfu=s.mfu)
+                mbu=s.mbu, mfu=s.mfu, attention_dtype=s.attention_dtype)
 
 
 def _step_s(s: Setup, batch, n_new, n_past, *, absorbed: bool = True, logits_tokens=None) -> float:
     """Time of one pass: the per-kernel rooflines plus the all-reduces."""
     costs = s.pass_costs(batch, n_new, n_past, absorbed=absorbed, logits_tokens=logits_tokens)
-    kernels = sum(s.roofline_s(f, w + kv) for f, w, kv in costs.values())
+    kernels = sum(s.roofline_s(k, f, w + kv) for k, (f, w, kv) in costs.items())
     logits = batch if logits_tokens is None else logits_tokens  # op_elements: the last positions
     return float(kernels + s.allreduce_s(batch * n_new, logits))
 

@@ -20,8 +20,9 @@ Both TPOT and TTFT grow with the batch, so the batches meeting both limits run f
 some largest one. ``limited_by`` names what stops the batch from growing: ``"tpot"``,
 ``"ttft"``, ``"memory"`` (the next batch would not fit, or not even one request does: then
 ``batch`` is 0), ``"roof"`` (throughput has stopped growing: every kernel that grows with the
-batch is on its roof, so a larger batch that still meets both limits adds latency and no
-tokens per second; the smallest batch of the highest throughput is kept), or ``"none"`` when
+batch is on its roof, so a larger batch that still meets both limits adds latency and, beyond
+``ROOF_TOLERANCE``, no tokens per second; the smallest batch within it of the highest
+throughput is kept), or ``"none"`` when
 even batch 1 misses a limit (then ``batch`` is 0 and the times are batch 1's). Options are
 ``estimate``'s.
 """
@@ -39,11 +40,16 @@ from .models import ModelConfig
 from .serving import mixed_step
 from .vram import max_batch
 
-__all__ = ["SLAChoice", "best_batch", "ttft_joining"]
+__all__ = ["ROOF_TOLERANCE", "SLAChoice", "best_batch", "ttft_joining"]
 
 _OPTIONS = tuple(n for n, p in inspect.signature(estimate).parameters.items()
                  if p.kind is p.KEYWORD_ONLY)
 """The options ``best_batch`` and ``ttft_joining`` take: ``calculator.estimate``'s."""
+
+ROOF_TOLERANCE = 1e-4
+"""Throughput within this fraction of the best counts as the roof: past the critical batch only
+the norms' weights (a few hundred kB a step) do not grow with the batch, so throughput still
+creeps up by parts in a hundred thousand, which no one would trade latency for."""
 
 MAX_SWEEP = 65_536
 """Batches up to this many are swept one by one; beyond, the limits are found by bisection."""
@@ -120,7 +126,7 @@ def best_batch(model: ModelConfig | str, accelerator, prompt_len: int, output_le
         return SLAChoice(0, float(tpot[0]), ttft_at(1), 0.0, "none" if fit else "memory",
                          fit, min(tpot_batch, fit), min(ttft_batch, fit))
     throughput = batches[:last] / tpot[:last]
-    b = int(np.flatnonzero(throughput >= throughput.max() * (1 - 1e-9))[0]) + 1
+    b = int(np.flatnonzero(throughput >= throughput.max() * (1 - ROOF_TOLERANCE))[0]) + 1
     limited = _limit(b, last, fit, tpot_batch)
     return SLAChoice(b, float(tpot[b - 1]), ttft_at(b), float(throughput[b - 1]), limited, fit,
                      min(tpot_batch, fit), min(ttft_batch, fit))
@@ -157,7 +163,7 @@ def _bisected(model, accelerator, p, o, tpot_max, ttft_max, arrival, fit, option
                          tpot_batch, ttft_batch)
     best = last / one(last).tpot_s
     b = last - _largest(lambda k: (last - k + 1) / one(last - k + 1).tpot_s
-                        >= best * (1 - 1e-9), last) + 1
+                        >= best * (1 - ROOF_TOLERANCE), last) + 1
     limited = _limit(b, last, fit, tpot_batch)
     e = one(b)
     return SLAChoice(b, float(e.tpot_s), float(ttft(b)), float(b / e.tpot_s), limited, fit,
