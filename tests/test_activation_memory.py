@@ -46,6 +46,7 @@ def test_memory_activations_by_hand():
     # (2 sequences x 128,256 vocabulary x 4 bytes)
     mem = E.memory(get_model("llama-3-70b"), "h100", 2, 1000, 10)
     assert mem.activations == 2000 * 73_728 * 2 + 2 * 128_256 * 4 == 295_938_048
-    # the prefill chunk caps the tokens held at once: 8 x 2,000 = 16,000 -> 8,192
+    # the prefill chunk caps the tokens held at once: a pass packs whole prompts, 4 of 2,000
+    # tokens in 8,192, so 8,000 tokens (not 8 x 2,000 = 16,000; not 8,192)
     mem = E.memory(get_model("llama-3-70b"), "h100", 8, 2000, 10)
-    assert mem.activations == 8192 * 73_728 * 2 + 8 * 128_256 * 4
+    assert mem.activations == 8000 * 73_728 * 2 + 8 * 128_256 * 4

@@ -15,8 +15,21 @@ from llm_roofline import measured as M
 from llm_roofline import realistic as R
 
 ZERO = R.Preset(name="test", mbu=1.0, mbu_weight_only=1.0, mbu_attention=1.0, mfu_prefill=1.0,
-                mfu_decode=1.0, mfu_attention=1.0, rocm_factor=1.0, layer_overhead_us=0.0,
-                collective_us=0.0, request_overhead_ms=0.0)
+                mfu_decode=1.0, mfu_attention=1.0, rocm_factor=1.0, overlap=0.0,
+                layer_overhead_us=0.0, collective_us=0.0, request_overhead_ms=0.0)
+
+
+def test_overlap_runs_from_the_kernel_by_kernel_time_to_the_floor():
+    """At the peaks with no fixed costs, overlap 0 gives the calculator's kernel-by-kernel time
+    and overlap 1 its floor (one decode step, one GPU: compute-bound matmuls beside the
+    memory-bound attention, so the two differ); in between, the straight line."""
+    at_peak = lr.estimate("llama-3-8b", "h100", 512, 1024, 2)
+    assert at_peak.tpot_floor_s < 0.9 * at_peak.tpot_s
+    for overlap, expected in ((0.0, at_peak.tpot_s), (1.0, at_peak.tpot_floor_s),
+                              (0.25, 0.75 * at_peak.tpot_s + 0.25 * at_peak.tpot_floor_s)):
+        r = R.estimate("llama-3-8b", "h100", 512, 1024, 2,
+                       preset=dataclasses.replace(ZERO, overlap=overlap))
+        assert r.estimate.tpot_s == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -182,9 +195,12 @@ def test_leave_one_source_out_by_hand():
 
 def test_cross_validation_recovers_a_known_preset(rows):
     """Rows whose 'measured' values the model itself made with a known preset, spread over three
-    sources: fitting on two sources (with a negligible prior) predicts the third exactly."""
+    sources: fitting on two sources (with a negligible prior) predicts the third, exactly but
+    for the rows that alone pin the decode attention's MFU: where no training row's attention
+    comes near its compute roof, that parameter sits on a plateau, and the two FP8 Llama-2-70B
+    rows of one fold land within 5 %."""
     known = dataclasses.replace(ZERO, name="default", mbu=0.6, mbu_weight_only=0.5,
-                                mbu_attention=0.7, mfu_prefill=0.45, mfu_decode=0.3,
+                                mbu_attention=0.7, mfu_prefill=0.45, mfu_decode=0.3, overlap=0.3,
                                 layer_overhead_us=12.0, collective_us=20.0,
                                 request_overhead_ms=3.0)
     chosen = [r for r in M.usable(rows) if r.modern and r.accelerator != "MI300X"]
@@ -193,7 +209,7 @@ def test_cross_validation_recovers_a_known_preset(rows):
     results = R.cross_validate(synthetic, fitter=lambda train: {"default": R.fit(train, weight=1e-6)})
     errors = np.abs([d["error"] for d in results])
     assert len(results) == len(chosen) > 60
-    assert np.max(errors) < 1e-3
+    assert np.mean(errors < 1e-3) > 0.95 and np.max(errors) < 0.05
 
 
 def test_the_calculator_gives_the_calibrated_prediction_on_request():

@@ -26,7 +26,7 @@ def test_speculative_verification_by_hand():
     """Batch 1, gamma 3, context 1024, no draft cost: the verify pass feeds 4 tokens that read
     the weights once; every kernel with bytes is memory-bound at 4 tokens, and the element-wise
     work (RoPE, residual adds, SwiGLU) is fused into its neighbours."""
-    d, kvd, ff, n, t = 4096, 1024, 14336, 32, 4
+    d, kvd, n, t = 4096, 1024, 32, 4
     moved = (2 * BODY  # every weight but the embedding, once
              + t * d * 2  # the 4 embedding rows gathered
              + n * 2 * (1023 + t) * kvd * 2  # the cache read: 1023 cached plus 4 new keys

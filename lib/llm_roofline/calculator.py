@@ -43,10 +43,13 @@ Two times per phase: kernel by kernel, and the floor
     the attention kernel's intensity is about the query-group size ``n_heads / n_kv_heads``
     (per byte of a 16-bit cache) whatever the batch, so for GQA/MHA it never does.
 TTFT (s)
-    The prefill of the whole batch in one pass, plus the tensor-parallel all-reduces and
-    ``queue_s`` (kernel by kernel; ``ttft_floor_s`` is its floor plus the queue). The LM head
-    runs on the last position of each sequence only, as engines compute logits only where a
-    token is sampled.
+    The prefill of the whole batch in passes of at most ``prefill_chunk`` tokens (whole prompts
+    packed into a pass, a longer prompt split into pieces that read the cache of the pieces
+    before them; ``Setup.prefill_passes``, the passes whose activations ``vram`` sizes), plus
+    each pass's tensor-parallel collectives and ``queue_s`` (kernel by kernel; ``ttft_floor_s``
+    is its floor plus the queue). Every pass reads the weights again. The LM head runs on the
+    last position of each sequence only, as engines compute logits only where a token is
+    sampled.
 TPOT (s)
     The time of one decode step, which is every user's time per output token: the sum over
     kernels of their rooflines, plus the all-reduces (kernel by kernel); averaged exactly over the
@@ -103,7 +106,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import validate
-from .deployment import Flag, Label, Number, Setup, _contexts, _describe_precision, _out, _sizes_of, setup
+from .deployment import (
+    Flag,
+    Label,
+    Number,
+    Setup,
+    _contexts,
+    _describe_precision,
+    _out,
+    _sizes_of,
+    prefill_chunk_of,
+    setup,
+)
 from .hardware import Accelerator
 from .models import ModelConfig
 from .vram import Memory, _memory
@@ -264,17 +278,14 @@ def estimate(
               attention_dtype=attention_dtype)
     b, p, o = _sizes_of(s.model, batch, prompt_len, output_len)
     queue = validate.real("queue_s", queue_s, minimum=0, maximum=1e9, unit="seconds")
-    mem = _memory(s, b, p, o, reserve_fraction, prefill_chunk)
+    chunk = prefill_chunk_of(prefill_chunk)
+    mem = _memory(s, b, p, o, reserve_fraction, chunk)
 
-    # prefill: one pass of the whole batch, logits at each sequence's last position only
-    prefill = {k: (f, w + kv) for k, (f, w, kv) in
-               s.pass_costs(b, p, 0, absorbed=False, logits_tokens=b).items()}
-    prefill_times = {k: s.roofline_s(k, f, m) for k, (f, m) in prefill.items()}
-    prefill_ar = s.allreduce_s(b * p.astype(float), b)  # logits at the last positions
+    # prefill: in chunks, logits at each sequence's last position only
+    prefill, prefill_times, prefill_ar, collectives, ar_bytes = _prefill(s, b, p, chunk)
     ttft = sum(prefill_times.values()) + prefill_ar + queue
-    prefill_busy = _busy(s, s.math_s(prefill),
-                         sum(m for _, m in prefill.values()) / s.bandwidth,
-                         b * p.astype(float), b, ttft - queue)
+    prefill_busy = _busy(s, s.math_s(prefill), sum(m for _, m in prefill.values()) / s.bandwidth,
+                         collectives, ttft - queue)
 
     # decode: steps see contexts prompt_len+1 ... prompt_len+output_len-1
     steps = np.maximum(o - 1, 1)
@@ -285,7 +296,7 @@ def estimate(
     moved = sum(m for _, m, _ in means.values())
     decode = {k: (f, m) for k, (f, m, _) in means.items()}
     decode_times = {k: t for k, (_, _, t) in means.items()}
-    decode_busy = _busy(s, s.math_s(decode), moved / s.bandwidth, b, b, tpot,
+    decode_busy = _busy(s, s.math_s(decode), moved / s.bandwidth, _collectives(s, b, b), tpot,
                         floor=_decode_floor(s, b, p, steps))
 
     return Estimate(
@@ -298,9 +309,8 @@ def estimate(
         throughput_tok_s=_out(b / tpot), decode_bytes=_out(moved), decode_flops=_out(flops),
         allreduce_s=_out(decode_ar),
         bandwidth_utilisation=_out(moved / tpot / s.accelerator.bandwidth),
-        phases={"prefill": (s, prefill, prefill_times, prefill_ar + queue,
-                            (b * p.astype(float), b)),
-                "decode": (s, decode, decode_times, decode_ar, (b, b))},
+        phases={"prefill": (s, prefill, prefill_times, prefill_ar + queue, ar_bytes),
+                "decode": (s, decode, decode_times, decode_ar, s.allreduce_bytes(b, b))},
         ttft_floor_s=_out(prefill_busy["floor"] + queue), tpot_floor_s=_out(decode_busy["floor"]),
         busy={"prefill": prefill_busy, "decode": decode_busy}, head_dtype=s.head_dtype,
         attention_dtype=s.attention_dtype,
@@ -357,36 +367,68 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
     allreduce = s.allreduce_s(b * np.ones(np.shape(ctx)))
     flops = sum(f for f, _ in costs.values())
     moved = sum(m for _, m in costs.values())
-    busy = _busy(s, s.math_s(costs), moved / s.bandwidth, b * np.ones(np.shape(ctx)), b,
-                 sum(times.values()) + allreduce)
+    busy = _busy(s, s.math_s(costs), moved / s.bandwidth,
+                 _collectives(s, b * np.ones(np.shape(ctx)), b), sum(times.values()) + allreduce)
     return DecodeStep(
         time_s=_out(sum(times.values()) + allreduce),
         bound=_out(_step_bound(s, costs, times)),
-        bytes=_out(sum(m for _, m in costs.values())),
-        flops=_out(sum(f for f, _ in costs.values())),
+        bytes=_out(moved), flops=_out(flops),
         allreduce_s=_out(allreduce),
-        phase=(s, costs, times, allreduce, (b, b)),
+        phase=(s, costs, times, allreduce, s.allreduce_bytes(b, b)),
         floor_s=_out(busy["floor"]), busy=busy,
     )
 
 
-def _collective_terms(s: Setup, tokens, sequences):
-    """The all-reduces' part of a floor: ``(interconnect_s, network_s, floor_term, added)``.
-
-    ``floor_term`` joins the busy times in the max, ``added`` is added to it: the rule of the
-    module docs (latencies added for one sequence, a chain in the max for more).
-    """
+def _collectives(s: Setup, tokens, sequences) -> tuple:
+    """A pass's collectives at their least cost: ``(interconnect_s, network_s, latency_s,
+    single)``, ``single`` where the pass holds one sequence (the latency rule, module docs)."""
     link, network, latency = s.allreduce_floor(tokens, sequences)  # logits: one per sequence
-    single = np.asarray(sequences) == 1
+    return link, network, latency, np.asarray(sequences) == 1
+
+
+def _prefill(s: Setup, b, p, chunk: int):
+    """The prefill in chunks (``Setup.prefill_passes``), summed over its passes.
+
+    Returns per kernel ``(FLOPs, bytes)``, per kernel its time (each pass's kernels on their
+    rooflines), the collectives' time, their ``_collectives`` terms and the bytes they send.
+    A pass that computes no logits skips the LM head.
+    """
+    costs: dict = {}
+    times: dict = {}
+    ar = link = network = latency = ar_bytes = 0.0
+    single = True
+    for count, batch, n_new, n_past, logits in s.prefill_passes(b, p, chunk):
+        def total(x, count=count):
+            x = count * np.asarray(x, dtype=float)
+            return x.sum(-1) if np.ndim(count) > np.ndim(b) else x
+
+        pc = s.pass_costs(batch, n_new, n_past, absorbed=False, logits_tokens=logits)
+        pc["lm_head"] = tuple(np.where(np.asarray(logits) > 0, x, 0.0) for x in pc["lm_head"])
+        for k, (f, w, kv) in pc.items():
+            parts = (total(f), total(w + kv), total(s.roofline_s(k, f, w + kv)))
+            costs[k] = tuple(a + c for a, c in zip(costs[k], parts[:2], strict=True)) \
+                if k in costs else parts[:2]
+            times[k] = times[k] + parts[2] if k in times else parts[2]
+        tokens = np.asarray(batch * n_new, dtype=float)
+        g_link, g_network, g_latency, g_single = _collectives(s, tokens, logits)
+        ar, link, network, latency = (ar + total(s.allreduce_s(tokens, logits)),
+                                      link + total(g_link), network + total(g_network),
+                                      latency + total(g_latency))
+        ar_bytes = ar_bytes + total(s.allreduce_bytes(tokens, logits))
+        one = (np.asarray(count) == 0) | (np.asarray(batch) == 1)
+        single = single & (one.all(-1) if np.ndim(count) > np.ndim(b) else one)
+    return costs, times, ar, (link, network, latency, single), ar_bytes
+
+
+def _busy(s: Setup, compute, memory, collectives, kernel_by_kernel, floor=None) -> dict:
+    """Each resource's busy time in a pass, its floor and the resource that sets it.
+
+    ``collectives``: ``_collectives``' terms; their latencies are added to the floor where the
+    pass holds one sequence, else join the max as a chain (module docs).
+    """
+    link, network, latency, single = collectives
     added = np.where(single, latency, 0.0)
     chain = np.where(single, 0.0, latency)
-    return link, network, chain, added
-
-
-def _busy(s: Setup, compute, memory, tokens, sequences, kernel_by_kernel, floor=None) -> dict:
-    """Each resource's busy time in a pass, its floor and the resource that sets it."""
-    link, network, chain, added = _collective_terms(s, tokens, sequences)
-    _, _, latency = s.allreduce_floor(tokens, sequences)
     names = ("compute", "memory", "interconnect", "network", "latency")
     terms = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
                                   (compute, memory, link, network, chain)))
@@ -410,8 +452,9 @@ def _decode_floor(s: Setup, b, p, steps) -> Number:
     Where C or M is not affine (a sliding window), every step is summed instead.
     """
     b, p, steps = np.broadcast_arrays(b, p, steps)
-    link, network, chain, added = _collective_terms(s, b, b)
-    flat = np.maximum(np.maximum(link, network), chain)
+    link, network, latency, single = _collectives(s, b, b)
+    added = np.where(single, latency, 0.0)
+    flat = np.maximum(np.maximum(link, network), np.where(single, 0.0, latency))
 
     def totals(n):
         costs = s.pass_costs(b, 1, n, absorbed=True)
@@ -484,9 +527,9 @@ def _step_bound(s: Setup, costs: dict, times: dict) -> Label:
     return np.where(compute >= memory_time, "compute", "memory")
 
 
-def _rows(s: Setup, costs: dict, times: dict, extra_s, tokens) -> tuple[dict, ...]:
+def _rows(s: Setup, costs: dict, times: dict, extra_s, ar_bytes) -> tuple[dict, ...]:
     """The per-kernel table of a phase (kernels with no FLOPs and no bytes left out);
-    ``tokens``: the pass's tokens and logits positions, for the collectives' bytes."""
+    ``ar_bytes``: the bytes each GPU sends in the phase's collectives."""
     total = sum(times.values()) + extra_s
     rows = []
     for k, (f, m) in costs.items():
@@ -501,7 +544,7 @@ def _rows(s: Setup, costs: dict, times: dict, extra_s, tokens) -> tuple[dict, ..
             "share": _out(times[k] / total),
         })
     if s.n_gpus > 1:
-        rows.append({"op": "allreduce", "flops": 0.0, "bytes": _out(s.allreduce_bytes(*tokens)),
+        rows.append({"op": "allreduce", "flops": 0.0, "bytes": _out(ar_bytes * 1.0),
                      "intensity": None, "time_s": _out(extra_s * 1.0), "bound": "interconnect",
                      "share": _out(extra_s / total)})
     elif np.any(extra_s > 0):  # the queue of a prefill on one GPU

@@ -19,8 +19,8 @@ from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
 __all__ = [
-    "ATTENTION_KERNEL", "ELEMENTWISE", "Flag", "HEAD_OPS", "Label", "Number", "Setup", "WEIGHT_MATMULS", "kv_share",
-    "setup",
+    "ATTENTION_KERNEL", "ELEMENTWISE", "Flag", "HEAD_OPS", "Label", "MIN_PREFILL_CHUNK", "Number",
+    "Setup", "WEIGHT_MATMULS", "kv_share", "prefill_chunk_of", "prefill_pass_tokens", "setup",
 ]
 
 Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays
@@ -161,6 +161,36 @@ class Setup:
             k = _kernel(op)
             out[k] = [a + b for a, b in zip(out[k], parts, strict=True)] if k in out else list(parts)
         return {k: tuple(v) for k, v in out.items()}
+
+    def prefill_passes(self, batch, prompt_len, chunk: int) -> list[tuple]:
+        """The passes of a prefill run in chunks of at most ``chunk`` tokens, as groups.
+
+        Each group is ``(count, batch, n_new, n_past, logits)``: ``count`` identical passes of
+        ``batch`` sequences, each adding ``n_new`` tokens after ``n_past`` cached ones and
+        computing ``logits`` positions of the LM head (arrays broadcast; a group that does not
+        apply has count 0). A prompt that fits in a chunk is never split: each pass packs
+        ``chunk // prompt_len`` whole prompts (the last pass the rest). A longer prompt runs
+        alone in ``ceil(prompt_len / chunk)`` passes, each reading the cache of the pieces
+        before it, the last one computing its logits: that group's arrays have one more, last
+        axis, one entry per piece, to be summed over. ``vram`` sizes the activations for the
+        largest of these passes (``prefill_pass_tokens``), so the TTFT and the memory agree.
+        """
+        b, p = np.broadcast_arrays(np.asarray(batch, dtype=np.int64),
+                                   np.asarray(prompt_len, dtype=np.int64))
+        short = p <= chunk
+        per_pass = np.where(short, np.maximum(chunk // np.maximum(p, 1), 1), 1)
+        full, rest = b // per_pass, b % per_pass
+        groups = [(np.where(short, full, 0), per_pass, p, 0, per_pass),
+                  (np.where(short & (rest > 0), 1, 0), np.maximum(rest, 1), p, 0,
+                   np.maximum(rest, 1))]
+        if np.all(short):
+            return groups
+        pieces = (-(-p // chunk))[..., None]
+        j = np.arange(int(np.max(pieces)))
+        groups.append((np.where(~short[..., None] & (j < pieces), b[..., None], 0), 1,
+                       np.clip(p[..., None] - j * chunk, 1, chunk), j * chunk,
+                       np.where(j == pieces - 1, 1, 0)))
+        return groups
 
     def compute_bound(self, kernel: str, flops, moved) -> Flag:
         """The one tie rule: compute-bound when the math takes at least as long as the bytes
@@ -316,6 +346,22 @@ def _sizes_of(cfg: ModelConfig, batch, prompt_len, output_len):
 
 def _contexts(cfg: ModelConfig, context) -> np.ndarray:
     return validate.integers("context", context, maximum=cfg.max_context)
+
+
+MIN_PREFILL_CHUNK = 64
+"""The smallest ``prefill_chunk`` (tokens) taken; engines use 512 to 16,384."""
+
+
+def prefill_chunk_of(chunk) -> int:
+    """``prefill_chunk`` checked: an integer of at least ``MIN_PREFILL_CHUNK`` tokens."""
+    return validate.integer("prefill_chunk (tokens)", chunk, minimum=MIN_PREFILL_CHUNK)
+
+
+def prefill_pass_tokens(batch, prompt_len, chunk: int):
+    """Tokens of the largest pass of a chunked prefill (``Setup.prefill_passes``)."""
+    b, p = np.asarray(batch, dtype=float), np.asarray(prompt_len, dtype=float)
+    return np.where(p <= chunk, np.minimum(b, np.maximum(chunk // np.maximum(p, 1), 1)) * p,
+                    chunk)
 
 
 def kv_share(cfg: ModelConfig, n_gpus: int) -> float:

@@ -148,7 +148,8 @@ def parallel_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_
                         options)
 
     # one micro-batch through the whole model at TP tp, split into its stages
-    est = estimate(cfg, chip, micro, prompt_len, output_len, n_gpus=tp, **options)
+    est = estimate(cfg, chip, micro, prompt_len, output_len, n_gpus=tp,
+                   prefill_chunk=prefill_chunk, **options)
     message = micro * cfg.hidden_size * s.sizes["act"] / tp  # each TP rank sends its slice
     crossing = min(pp - 1, nodes - 1)  # stage boundaries that cross nodes
     inside = pp - 1 - crossing

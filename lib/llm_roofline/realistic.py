@@ -2,7 +2,7 @@
 
 The calculator gives a floor no engine beats, and the kernel-by-kernel time at the peaks
 (``mbu = mfu = 1``), which an engine that overlaps its kernels can beat. This module answers
-the next question, what will I actually get, with the same per-kernel rooflines and ten
+the next question, what will I actually get, with the same per-kernel rooflines and eleven
 numbers fitted on the measurements of ``llm_roofline.measured`` (stored with the fit's
 provenance in ``data/realistic.json``):
 
@@ -15,6 +15,10 @@ provenance in ``data/realistic.json``):
     decode attention kernel;
 ``rocm_factor``
     a multiplier on all six on AMD chips (the data's MI300X rows run ROCm builds of vLLM);
+``overlap``
+    how much of the gap between the kernel-by-kernel time and the floor the engine recovers
+    by overlapping its kernels (0: kernels one after another; 1: the floor, the busier of the
+    math units and the memory, both at the fitted efficiencies);
 ``layer_overhead_us``
     a fixed time per layer per forward pass: kernel launches and the small kernels (norms,
     rotary, sampling) that never reach either roofline, which dominate at small batch;
@@ -25,9 +29,13 @@ provenance in ``data/realistic.json``):
 ``request_overhead_ms``
     a fixed time added once to the TTFT (scheduling, tokenising, the first step's launch).
 
-So a pass takes the sum over kernels of ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``
-with the kernel's own efficiencies, plus the calculator's all-reduces, plus ``n_layers *
-layer_overhead`` and, with ``n_gpus > 1``, ``(2 * n_layers + 2) * collective``. The fit minimises a
+So a pass's kernels take ``(1 - overlap) * K + overlap * F``, where ``K`` is the sum over
+kernels of ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))`` (each kernel at its own
+peak and efficiencies) and ``F = max(sum of FLOPs / (peak * mfu), sum of bytes / (bandwidth *
+mbu))``; then the calculator's collectives, ``n_layers * layer_overhead`` and, with ``n_gpus >
+1``, ``(2 * n_layers + 2) * collective`` are added per pass (a chunked prefill has several).
+Overlap is what the fit learns about an engine, on a base that already prices each kernel at
+its own math and fuses the element-wise work. The fit minimises a
 robust (soft-L1) log error over the usable rows: the ``default`` preset on the modern engines
 (``measured.MODERN``), one preset per engine family with at least ``MIN_ROWS`` rows from
 ``MIN_SOURCES`` sources, shrunk towards the default; damped Gauss-Newton on a fast surrogate
@@ -73,11 +81,11 @@ __all__ = [
 
 KIND = "calibrated prediction"
 PARAMETERS = ("mbu", "mbu_weight_only", "mbu_attention", "mfu_prefill", "mfu_decode",
-              "mfu_attention", "rocm_factor", "layer_overhead_us", "collective_us",
+              "mfu_attention", "rocm_factor", "overlap", "layer_overhead_us", "collective_us",
               "request_overhead_ms")
-_FRACTIONS = 7  # the first seven parameters are fractions, the last three times
+_FRACTIONS = 8  # the first eight parameters are fractions, the last three times
 _PRIOR = {"mbu": 0.7, "mbu_weight_only": 0.7, "mbu_attention": 0.7, "mfu_prefill": 0.5,
-          "mfu_decode": 0.5, "mfu_attention": 0.5, "rocm_factor": 0.9,
+          "mfu_decode": 0.5, "mfu_attention": 0.5, "rocm_factor": 0.9, "overlap": 0.3,
           "layer_overhead_us": 5.0, "collective_us": 5.0, "request_overhead_ms": 1.0}
 # the calculator docs' starting points and a few microseconds per launch: a weak prior
 _PRIOR_WEIGHT = 0.05  # per parameter, in units of one row's squared log error
@@ -99,6 +107,7 @@ class Preset:
     mfu_decode: float
     mfu_attention: float
     rocm_factor: float
+    overlap: float
     layer_overhead_us: float
     collective_us: float
     request_overhead_ms: float
@@ -164,6 +173,9 @@ def _preset(engine: str | None, presets: dict[str, Preset] | None = None) -> Pre
 
 
 # --- the prediction ---------------------------------------------------------------------------
+_SETUP_OPTIONS = tuple(n for n, p in inspect.signature(setup).parameters.items()
+                       if p.kind is p.KEYWORD_ONLY)
+_ESTIMATE_DEFAULTS = calculator.estimate.__kwdefaults__
 _ESTIMATE_OPTIONS = tuple(n for n, p in inspect.signature(calculator.estimate).parameters.items()
                           if p.kind is p.KEYWORD_ONLY and n not in ("mbu", "mfu"))
 
@@ -205,11 +217,17 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
     cfg = model if isinstance(model, ModelConfig) else get_model(model)
     collectives = (2 * cfg.n_layers + 2) * p.collective_us * 1e-6 if bound.n_gpus > 1 else 0.0
     per_pass = cfg.n_layers * p.layer_overhead_us * 1e-6 + collectives
-    queue = options.get("queue_s", 0.0)
-    tpot = (_kernel_time(decode, decode_attention, "decode") + decode.allreduce_s + per_pass)
-    ttft = (_kernel_time(prefill, prefill_attention, "prefill")
+    s = setup(cfg, accelerator, **{k: v for k, v in options.items() if k in _SETUP_OPTIONS})
+    passes = sum(np.sum(count, axis=-1) if np.ndim(count) > np.ndim(bound.batch) else count
+                 for count, *_ in s.prefill_passes(
+                     bound.batch, bound.prompt_len,
+                     options.get("prefill_chunk", _ESTIMATE_DEFAULTS["prefill_chunk"])))
+    chip = get_accelerator(accelerator)
+    tpot = (_blend(decode, decode_attention, "decode", p.overlap, chip) + decode.allreduce_s
+            + per_pass)
+    ttft = (_blend(prefill, prefill_attention, "prefill", p.overlap, chip)
             + (prefill.ttft_s - _kernel_time(prefill, prefill, "prefill"))  # all-reduces, queue
-            + per_pass + p.request_overhead_ms * 1e-3)
+            + passes * per_pass + p.request_overhead_ms * 1e-3)
     est = dataclasses.replace(
         decode, mfu=mfu_d, ttft_s=_out(ttft), prefill_bound=prefill.prefill_bound,
         tpot_s=_out(tpot), throughput_tok_s=_out(decode.batch / tpot),
@@ -217,15 +235,30 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
         bandwidth_utilisation=_out(decode.decode_bytes / tpot / get_accelerator(accelerator).bandwidth),
         phases={"prefill": prefill.phases["prefill"], "decode": decode.phases["decode"]},
         ttft_floor_s=bound.ttft_floor_s, tpot_floor_s=bound.tpot_floor_s, busy=bound.busy)
-    del queue
     return Realistic(estimate=est, bound=bound, preset=p,
-                     overhead_prefill_s=_out(per_pass + p.request_overhead_ms * 1e-3),
+                     overhead_prefill_s=_out(passes * per_pass + p.request_overhead_ms * 1e-3),
                      overhead_decode_s=_out(per_pass))
 
 
 def _weight_only(weight_dtype: str, compute_dtype: str) -> bool:
     """Integer weights dequantised to 16-bit math (W8A16, W4A16): ``mbu_weight_only`` applies."""
     return weight_dtype in ("int8", "int4") and compute_dtype in ("bf16", "fp16")
+
+
+def _blend(rest: Estimate, attention: Estimate, phase: str, overlap: float, chip: Accelerator):
+    """The kernels of ``phase`` at the preset's efficiencies: ``(1 - overlap)`` of their
+    kernel-by-kernel time plus ``overlap`` of their floor (the math units' busy time against
+    the memory's, each kernel at its own peak and efficiency). Attention from ``attention``."""
+    math_s = memory_s = 0.0
+    for row in rest.breakdown(phase):
+        if row["op"] in ("allreduce", "queue"):
+            continue
+        est = attention if row["op"] == "attention" else rest
+        if row["math"] is not None:
+            math_s = math_s + row["flops"] / (chip.peak(row["math"]) * est.mfu)
+        memory_s = memory_s + row["bytes"] / (chip.bandwidth * est.mbu)
+    floor = np.maximum(math_s, memory_s)
+    return (1 - overlap) * _kernel_time(rest, attention, phase) + overlap * floor
 
 
 def _kernel_time(rest: Estimate, attention: Estimate, phase: str):
@@ -262,8 +295,11 @@ def _preset_for(family: str, presets: dict[str, Preset]) -> Preset:
 class _Costs:
     """One row's per-kernel FLOPs and bytes per GPU (prefill; decode at the mean context)."""
 
-    pf: np.ndarray
+    pf: np.ndarray  # prefill: per kernel of each pass group (times its count), flattened
     pm: np.ndarray
+    p_attention: np.ndarray
+    p_peaks: np.ndarray
+    p_passes: int  # passes of the chunked prefill
     df: np.ndarray
     dm: np.ndarray
     attention: np.ndarray  # which kernel is the attention
@@ -290,24 +326,38 @@ def _costs(row: measured.Row) -> _Costs:
 def _costs_of(row: measured.Row, config: ModelConfig) -> _Costs:
     s = setup(row.config, row.accelerator, **row.options())
     b, p, o = row.sizes()
-    pre = s.pass_costs(b, p, 0, absorbed=False, logits_tokens=b)
+    chunk = calculator.estimate.__kwdefaults__["prefill_chunk"]
+    pre = []  # (count * FLOPs, count * bytes, is attention, peak) per kernel of each pass group
+    for count, batch, n_new, n_past, logits in s.prefill_passes(b, p, chunk):
+        costs = s.pass_costs(batch, n_new, n_past, absorbed=False, logits_tokens=logits)
+        for k, (f, w, kv) in costs.items():
+            f, m = (np.ravel(count * np.asarray(x, float) * (k != "lm_head" or logits > 0))
+                    for x in np.broadcast_arrays(f, w + kv))
+            pre += [(fi, mi, k == "attention", s.peak_of(k) / s.mfu)
+                    for fi, mi in zip(f, m, strict=True) if fi > 0 or mi > 0]
+    pf, pm, p_attention, p_peaks = (np.array(x) for x in zip(*pre, strict=True))
+    _, _, ar_prefill, _, _ = calculator._prefill(s, b, p, chunk)
     mid = p + max(o - 1, 1) / 2 - 0.5  # the mean of the contexts the decode steps see, minus one
     dec = s.pass_costs(b, 1, mid, absorbed=True)
-    assert list(pre) == list(dec)
     return _Costs(
-        pf=np.array([f for f, _, _ in pre.values()], dtype=float),
-        pm=np.array([w + kv for _, w, kv in pre.values()], dtype=float),
+        pf=pf.astype(float), pm=pm.astype(float), p_attention=p_attention.astype(bool),
+        p_peaks=p_peaks.astype(float), p_passes=_passes(s, b, p, chunk),
         df=np.array([f for f, _, _ in dec.values()], dtype=float),
         dm=np.array([w + kv for _, w, kv in dec.values()], dtype=float),
-        attention=np.array([k == "attention" for k in pre]),
+        attention=np.array([k == "attention" for k in dec]),
         weight_only=_weight_only(s.weight_dtype, s.compute_dtype),
         amd=s.accelerator.vendor == "AMD",
-        ar_prefill=float(s.allreduce_s(b * p, b)), ar_decode=float(s.allreduce_s(b)),
+        ar_prefill=float(ar_prefill), ar_decode=float(s.allreduce_s(b)),
         layers=s.model.n_layers, collectives=s.collectives_per_pass,
-        peaks=np.array([s.peak_of(k) / s.mfu for k in pre], dtype=float),
+        peaks=np.array([s.peak_of(k) / s.mfu for k in dec], dtype=float),
         bandwidth=s.accelerator.bandwidth, batch=b,
         output=o, n_gpus=s.n_gpus, definition=row.definition,
         scale={"ms": 1e3, "s": 1.0}.get(row.unit, 1.0))
+
+
+def _passes(s, b, p, chunk) -> int:
+    """The number of passes of a chunked prefill (``Setup.prefill_passes``), for scalars."""
+    return int(sum(np.sum(count) for count, *_ in s.prefill_passes(b, p, chunk)))
 
 
 def _to_u(values) -> np.ndarray:
@@ -330,21 +380,20 @@ class _Stack:
     """The ``_Costs`` of many rows as padded arrays (rows x kernels): one surrogate call for all."""
 
     def __init__(self, costs: list[_Costs]):
-        width = max(c.pf.size for c in costs)
-
-        def pad(name, dtype=float):
-            out = np.zeros((len(costs), width), dtype=dtype)
+        def pad(name, dtype=float, fill=0):
+            width = max(getattr(c, name).size for c in costs)
+            out = np.full((len(costs), width), fill, dtype=dtype)
             for i, c in enumerate(costs):
                 x = getattr(c, name)
                 out[i, :x.size] = x
             return out
 
         self.pf, self.pm, self.df, self.dm = (pad(n) for n in ("pf", "pm", "df", "dm"))
-        self.attention = pad("attention", bool)
-        self.peak = np.where(self.pf + self.df > 0, pad("peaks"), np.inf)
+        self.attention, self.p_attention = pad("attention", bool), pad("p_attention", bool)
+        self.peak, self.p_peak = pad("peaks", fill=np.inf), pad("p_peaks", fill=np.inf)
         col = {n: np.array([getattr(c, n) for c in costs], dtype=float) for n in (
             "ar_prefill", "ar_decode", "layers", "collectives", "bandwidth", "batch",
-            "output", "n_gpus", "scale")}
+            "output", "n_gpus", "scale", "p_passes")}
         self.__dict__.update(col)
         self.weight_only = np.array([c.weight_only for c in costs])
         self.amd = np.array([c.amd for c in costs])
@@ -352,16 +401,27 @@ class _Stack:
 
     def predict(self, values) -> np.ndarray:
         """Each row's metric under the parameters ``values`` (the order of ``PARAMETERS``)."""
-        mbu, mbu_wo, mbu_att, mfu_p, mfu_d, mfu_att, rocm, layer_us, coll_us, request_ms = values
+        (mbu, mbu_wo, mbu_att, mfu_p, mfu_d, mfu_att, rocm, overlap, layer_us, coll_us,
+         request_ms) = values
         per_pass = self.layers * layer_us * 1e-6 + self.collectives * coll_us * 1e-6
         f = np.where(self.amd, rocm, 1.0)[:, None]
         rest = np.where(self.weight_only, mbu_wo, mbu)[:, None]
-        bw = self.bandwidth[:, None] * np.maximum(f * np.where(self.attention, mbu_att, rest), 1e-3)
-        peak = self.peak
-        ttft = (np.maximum(self.pf / (peak * np.maximum(f * mfu_p, 1e-3)), self.pm / bw).sum(1)
-                + self.ar_prefill + per_pass + request_ms * 1e-3)
-        peak_d = peak * np.maximum(f * np.where(self.attention, mfu_att, mfu_d), 1e-3)
-        tpot = np.maximum(self.df / peak_d, self.dm / bw).sum(1) + self.ar_decode + per_pass
+
+        def bandwidth(attention):
+            return self.bandwidth[:, None] * np.maximum(
+                f * np.where(attention, mbu_att, rest), 1e-3)
+
+        def kernels(flops, moved, peak, bw):  # kernel by kernel, blended with the floor
+            math_s, memory_s = flops / peak, moved / bw
+            floor = np.maximum(math_s.sum(1), memory_s.sum(1))
+            return (1 - overlap) * np.maximum(math_s, memory_s).sum(1) + overlap * floor
+
+        ttft = (kernels(self.pf, self.pm, self.p_peak * np.maximum(f * mfu_p, 1e-3),
+                        bandwidth(self.p_attention))
+                + self.ar_prefill + self.p_passes * per_pass + request_ms * 1e-3)
+        peak_d = self.peak * np.maximum(f * np.where(self.attention, mfu_att, mfu_d), 1e-3)
+        tpot = kernels(self.df, self.dm, peak_d, bandwidth(self.attention)) + self.ar_decode \
+            + per_pass
         e2e = ttft + (self.output - 1) * tpot
         b, o = self.batch, self.output
         table = np.stack([1 / tpot, o / e2e, b * o / e2e, b * o / e2e / self.n_gpus,

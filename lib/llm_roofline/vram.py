@@ -5,10 +5,12 @@ Weights at ``weight_dtype`` (int4 with one fp16 scale per ``weight_group_size`` 
 embedding and LM head stay 16-bit when the body is quantised, as GPTQ, AWQ and FP8 checkpoints
 keep them); the KV cache of the whole batch at its final context ``prompt_len + output_len``
 (``ModelConfig.kv_cache_elements``), at ``kv_dtype``; activations, the working set of one layer
-for one prefill chunk of ``min(batch*prompt_len, prefill_chunk)`` tokens plus the batch's last
-fp32 logits; and a runtime reserve, ``reserve_fraction`` of the memory (CUDA context, allocator
-fragmentation, graphs: vLLM's default ``gpu_memory_utilization=0.9`` leaves 10 %). It fits when
-weights + KV + activations <= memory - reserve. Sizes are float64 products, so a batch of
+for the largest pass of a prefill run in chunks of at most ``prefill_chunk`` tokens (whole
+prompts packed into a chunk, a longer prompt split; ``Setup.prefill_passes``, which the TTFT
+prices too) plus the batch's last fp32 logits; and a runtime reserve, ``reserve_fraction`` of
+the memory (CUDA context, allocator fragmentation, graphs: vLLM's default
+``gpu_memory_utilization=0.9`` leaves 10 %). It fits when weights + KV + activations <= memory -
+reserve. Sizes are float64 products, so a batch of
 2**36 gives a correct (huge) number, never an int64 overflow.
 """
 
@@ -20,7 +22,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
-from .deployment import Number, Setup, _first, _first_true, _model, _out, _shares, _sizes_of, kv_share, setup
+from .deployment import (
+    Number,
+    Setup,
+    _first,
+    _first_true,
+    _model,
+    _out,
+    _shares,
+    _sizes_of,
+    kv_share,
+    prefill_chunk_of,
+    prefill_pass_tokens,
+    setup,
+)
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig
 
@@ -155,12 +170,12 @@ def gpus_needed(model: ModelConfig | str, accelerator: Accelerator | str, batch,
 def _memory(s: Setup, b, p, o, reserve_fraction, prefill_chunk) -> Memory:
     reserve_fraction = validate.real("reserve_fraction", reserve_fraction, minimum=0, maximum=1,
                                      open_max=True)
-    prefill_chunk = validate.integer("prefill_chunk (tokens)", prefill_chunk)
+    prefill_chunk = prefill_chunk_of(prefill_chunk)
     cfg, n_gpus = s.model, s.n_gpus
     weights = sum(s.weight_bytes_by_op().values())
     bf, context = np.asarray(b, dtype=float), np.asarray(p + o, dtype=float)  # float64: no overflow
     kv_cache = bf * cfg.kv_cache_elements(context) * kv_share(cfg, n_gpus) * s.sizes["kv"]
-    tokens = np.minimum(bf * np.asarray(p, dtype=float), prefill_chunk)
+    tokens = prefill_pass_tokens(bf, p, prefill_chunk)
     activations = (tokens * activation_elements_per_token(cfg, n_gpus) * s.sizes["act"]
                    + bf * cfg.vocab_size / n_gpus * 4)  # the last position's fp32 logits
     capacity = s.accelerator.memory_bytes
