@@ -321,7 +321,8 @@
   // number formats; tests/test_calculator_page.py reads them back to their printed digits
   const sig = (x) => x === 0 ? "0" : Math.abs(x) >= 1000 ? Math.round(x).toLocaleString("en-US")
     : x.toPrecision(4);
-  const time = (s) => s >= 1 ? sig(s) + " s" : s >= 1e-3 ? sig(s * 1e3) + " ms" : sig(s * 1e6) + " µs";
+  const time = (s) => s >= 1 ? sig(s) + " s" : s >= 1e-3 ? sig(s * 1e3) + " ms"
+    : s >= 1e-6 || s === 0 ? sig(s * 1e6) + " µs" : sig(s * 1e9) + " ns";
   const gib = (x) => (x / 2 ** 30).toFixed(2) + " GiB";
   const pct = (x) => (100 * x).toFixed(1) + " %";
 
@@ -375,17 +376,23 @@
 
   const out = (key, cls) => el("output", {"data-key": key, class: cls || ""});
   const error = el("p", {class: "lc-error", role: "alert", hidden: ""});
-  const card = (title, key, note) => el("div", {class: "lc-card"},
+  // a time: kernel by kernel (big) and its floor beside it (module docs of calculator.py)
+  const card = (title, key, note, floorKey, floorLabel) => el("div", {class: "lc-card"},
     el("span", {class: "lc-card-title"}, title), out(key, "lc-big"),
+    ...(floorKey ? [el("span", {class: "lc-kind"}, "kernel by kernel"),
+      el("span", {class: "lc-floor"}, floorLabel || "floor", " ", out(floorKey))] : []),
     el("span", {class: "lc-note"}, note));
   const cards = el("div", {class: "lc-cards", "aria-live": "polite"},
-    card("TTFT", "ttft_s", "prefill of the whole batch"),
-    card("TPOT", "tpot_s", "each user, mean decode step"),
-    card("Throughput", "throughput_tok_s", "tokens/s, all users"),
+    card("TTFT", "ttft_s", "prefill of the whole batch; floor set by ", "ttft_floor_s"),
+    card("TPOT", "tpot_s", "each user, mean decode step; floor set by ", "tpot_floor_s"),
+    card("Throughput", "throughput_tok_s", "tokens/s, all users", "throughput_floor_tok_s",
+      "at the floor"),
     card("Decode is", "decode_bound", ""),
-    card("One request", "e2e_s", "TTFT + (output − 1) × TPOT"));
-  cards.querySelectorAll(".lc-note")[3].append(out("bandwidth_utilisation"),
-    " of peak bandwidth");
+    card("One request", "e2e_s", "TTFT + (output − 1) × TPOT", "e2e_floor_s"));
+  const notes = cards.querySelectorAll(".lc-note");
+  notes[0].append(out("resources.prefill.limit"));
+  notes[1].append(out("resources.decode.limit"));
+  notes[3].append(out("bandwidth_utilisation"), " of peak bandwidth");
 
   const memRows = [["weights", "Weights"], ["kv_cache", "KV cache"], ["activations", "Activations"],
     ["reserve", "Runtime reserve"], ["free", "Free"], ["capacity", "Capacity"]];
@@ -406,10 +413,13 @@
     "aria-label": "Per-kernel breakdown"}, table);
   const link = el("a", {class: "lc-link", href: "#"}, "Link to these settings");
   const precision = el("p", {class: "lc-precision"});
+  const legend = el("p", {class: "lc-precision"}, "Kernel by kernel: each kernel on its own " +
+    "roofline, one after another, what a plain engine pays. Floor: the busiest resource's time " +
+    "(math, memory, link or network), which no engine beats however it overlaps its kernels.");
   const results = el("div", {class: "lc-results"},
-    cards, precision, el("h3", {}, "Memory per GPU"), memBox, el("h3", {}, "Against the batch"),
-    chartBox, el("p", {class: "lc-chart-note"}, "Solid: the batches that fit in memory; dashed " +
-      "and shaded: beyond the memory limit; the dot: this batch."), el("h3", {}, "Per kernel"),
+    cards, legend, precision, el("h3", {}, "Memory per GPU"), memBox, el("h3", {}, "Against the batch"),
+    chartBox, el("p", {class: "lc-chart-note"}, "Kernel by kernel, solid: the batches that fit in " +
+      "memory; dashed and shaded: beyond the memory limit; the dot: this batch. Thin: the floor."), el("h3", {}, "Per kernel"),
     el("div", {class: "lc-field lc-inline"}, el("label", {for: "lc-phase"}, "Phase"), phase),
     tableWrap);
   container.replaceChildren(form, el("p", {}, link), error, results);
@@ -460,15 +470,18 @@
   function put(key, text) { container.querySelector(`[data-key="${key}"]`).textContent = text; }
 
   function show(e, state) {
-    put("ttft_s", time(e.ttft_s));
-    put("tpot_s", time(e.tpot_s));
+    for (const key of ["ttft_s", "tpot_s", "e2e_s", "ttft_floor_s", "tpot_floor_s", "e2e_floor_s"]) {
+      put(key, time(e[key]));
+    }
     put("throughput_tok_s", sig(e.throughput_tok_s));
+    put("throughput_floor_tok_s", sig(e.throughput_floor_tok_s));
+    for (const ph of ["prefill", "decode"]) put(`resources.${ph}.limit`, e.resources[ph].limit);
     put("decode_bound", e.decode_bound + "-bound");
     put("bandwidth_utilisation", pct(e.bandwidth_utilisation));
-    put("e2e_s", time(e.e2e_s));
-    precision.textContent = `Math at the ${e.compute_dtype} peak; ` +
-      `${e.n_gpus} GPU${e.n_gpus > 1 ? "s" : ""} in ${e.nodes} node${e.nodes > 1 ? "s" : ""}; ` +
-      `the prefill is ${e.prefill_bound}-bound.`;
+    precision.textContent = `Math: the weight matmuls at the ${e.compute_dtype} peak, the LM ` +
+      `head at ${e.head_dtype}, the attention at ${e.attention_dtype}; element-wise work priced ` +
+      `by its bytes; ${e.n_gpus} GPU${e.n_gpus > 1 ? "s" : ""} in ${e.nodes} ` +
+      `node${e.nodes > 1 ? "s" : ""}; kernel by kernel, the prefill is ${e.prefill_bound}-bound.`;
     const mem = e.memory;
     for (const [key] of memRows) put("memory." + key, gib(mem[key]));
     const users = e.max_batch === 1 ? "1 user fits" : `up to ${e.max_batch.toLocaleString("en-US")} users fit`;
@@ -488,13 +501,15 @@
 
   function breakdown(e) {
     const rows = e.breakdown[phase.value];
-    const head = el("tr", {}, ...["kernel", "GFLOP", "MB", "FLOP/B", "time", "bound", "share"]
-      .map((h) => el("th", {scope: "col"}, h)));
+    const head = el("tr", {}, ...["kernel", "GFLOP", "MB", "FLOP/B", "time", "math", "bound",
+      "share"].map((h) => el("th", {scope: "col"}, h)));
     const body = rows.map((r) => el("tr", {}, el("th", {scope: "row"}, r.op),
       el("td", {}, sig(r.flops / 1e9)), el("td", {}, sig(r.bytes / 1e6)),
       el("td", {}, r.intensity === null ? "–" : sig(r.intensity)), el("td", {}, time(r.time_s)),
-      el("td", {class: "lc-b-" + r.bound}, r.bound), el("td", {}, pct(r.share))));
-    table.replaceChildren(el("caption", {}, "Per kernel, per GPU: " + phase.selectedOptions[0].text),
+      el("td", {}, r.math || "–"), el("td", {class: "lc-b-" + r.bound}, r.bound),
+      el("td", {}, pct(r.share))));
+    table.replaceChildren(el("caption", {}, "Per kernel, per GPU, kernel by kernel: " +
+      phase.selectedOptions[0].text),
       el("thead", {}, head), el("tbody", {}, ...body));
   }
 
@@ -520,18 +535,22 @@
       const b = Math.round(2 ** (k / 2));
       if (points.length && points[points.length - 1].b === b) continue;
       const r = estimate({...state, batch: b}, true);
-      points.push({b, tpot: r.tpot_s, thr: r.throughput_tok_s});
+      points.push({b, tpot: r.tpot_s, thr: r.throughput_tok_s, tpotFloor: r.tpot_floor_s,
+        thrFloor: r.throughput_floor_tok_s});
     }
     const tpotMax = Math.max(...points.map((q) => q.tpot));
     const unit = tpotMax >= 1 ? [1, "s"] : tpotMax >= 1e-3 ? [1e3, "ms"] : [1e6, "µs"];
     chartBox.replaceChildren(
-      chart(points, (q) => q.tpot * unit[0], `TPOT (${unit[1]})`, limit, e.batch, e.tpot_s * unit[0]),
-      chart(points, (q) => q.thr, "throughput (tokens/s)", limit, e.batch, e.throughput_tok_s));
+      chart(points, (q) => q.tpot * unit[0], `TPOT (${unit[1]})`, limit, e.batch, e.tpot_s * unit[0],
+        (q) => q.tpotFloor * unit[0]),
+      chart(points, (q) => q.thr, "throughput (tokens/s)", limit, e.batch, e.throughput_tok_s,
+        (q) => q.thrFloor));
   }
 
-  function chart(points, y, title, limit, batch, current) {
+  function chart(points, y, title, limit, batch, current, floor) {
     const W = 360, H = 220, L = 52, R = 12, T = 14, B = 40;
-    const xmax = points[points.length - 1].b, ymax = niceMax(Math.max(...points.map(y)) || 1);
+    const xmax = points[points.length - 1].b,
+      ymax = niceMax(Math.max(...points.map(y), ...points.map(floor)) || 1);
     const X = (b) => L + (W - L - R) * Math.log2(b) / Math.log2(xmax);
     const Y = (v) => T + (H - T - B) * (1 - v / ymax);
     const s = svg("svg", {viewBox: `0 0 ${W} ${H}`, class: "lc-chart", role: "img",
@@ -561,6 +580,8 @@
       "batch (users, log scale)"));
     s.append(svg("text", {x: L, y: 10, class: "lc-axis"}, title));
     const path = (pts) => pts.map((q, i) => `${i ? "L" : "M"}${X(q.b).toFixed(1)},${Y(y(q)).toFixed(1)}`).join("");
+    s.append(svg("path", {d: points.map((q, i) => `${i ? "L" : "M"}${X(q.b).toFixed(1)},` +
+      `${Y(floor(q)).toFixed(1)}`).join(""), class: "lc-line lc-floor-line"}));
     s.append(svg("path", {d: path(points), class: "lc-line lc-dashed"}));
     const fit = points.filter((q) => q.b <= limit);
     if (fit.length > 1) s.append(svg("path", {d: path(fit), class: "lc-line"}));
