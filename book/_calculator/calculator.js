@@ -33,7 +33,8 @@
  *   5. Memory per GPU: weights + KV cache at the final context + activations (one prefill chunk
  *      of one layer and the last fp32 logits) against capacity less the reserve (_memory).
  *   6. Checks in the library's order, each answered with the library's own message.
- * tests/test_calculator_page.py compares every number with estimate() for random settings.
+ * tests/test_calculator_page.py (in Chromium) and tests/test_webcalc.py (under node) compare every
+ * number with estimate() for random settings.
  */
 (function (root) {
   "use strict";
