@@ -55,7 +55,7 @@ def _drive(page, setting: dict, playwright: bool) -> None:  # noqa: F811
 
 
 _NUMBER = re.compile(r"^(-?[\d,]+(?:\.(\d+))?)\s*(.*)$")
-_SCALE = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "GiB": 2.0**30, "%": 0.01, "": 1.0}
+_SCALE = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9, "GiB": 2.0**30, "%": 0.01, "": 1.0}
 
 
 def _check_printed(text: str, want: float) -> None:
@@ -70,8 +70,11 @@ def _check_printed(text: str, want: float) -> None:
 
 def _check_display(shown: dict, setting: dict) -> None:
     e, _ = library(setting)
-    for key in ("ttft_s", "tpot_s", "throughput_tok_s", "e2e_s", "bandwidth_utilisation"):
+    for key in ("ttft_s", "tpot_s", "throughput_tok_s", "e2e_s", "bandwidth_utilisation",
+                "ttft_floor_s", "tpot_floor_s", "throughput_floor_tok_s", "e2e_floor_s"):
         _check_printed(shown[key], getattr(e, key))
+    for phase in ("prefill", "decode"):  # the resource that sets each floor
+        assert shown[f"resources.{phase}.limit"] == e.resources(phase)["limit"]
     for key in ("weights", "kv_cache", "activations", "reserve", "free", "capacity"):
         _check_printed(shown[f"memory.{key}"], getattr(e.memory, key))
     assert shown["decode_bound"] == f"{e.decode_bound}-bound"

@@ -185,9 +185,13 @@ def library(setting: dict):
 
 
 SCALARS = ("ttft_s", "tpot_s", "throughput_tok_s", "decode_bytes", "decode_flops", "allreduce_s",
-           "bandwidth_utilisation", "e2e_s")
+           "bandwidth_utilisation", "e2e_s", "ttft_floor_s", "tpot_floor_s",
+           "throughput_floor_tok_s", "e2e_floor_s")
 MEMORY = ("weights", "kv_cache", "activations", "reserve", "capacity", "free")
-LABELS = ("fits", "prefill_bound", "decode_bound", "compute_dtype", "nodes", "n_gpus")
+RESOURCES = ("compute", "memory", "interconnect", "network", "latency", "latency_added", "floor",
+             "kernel_by_kernel")  # Estimate.resources(phase), and its "limit"
+LABELS = ("fits", "prefill_bound", "decode_bound", "compute_dtype", "head_dtype",
+          "attention_dtype", "nodes", "n_gpus")
 
 
 def _rel(a: float, b: float) -> float:
@@ -205,10 +209,14 @@ def compare(setting: dict, values: dict) -> float:
     pairs = [(k, values[k], getattr(e, k)) for k in SCALARS]
     pairs += [(k, values["memory"][k], getattr(e.memory, k)) for k in MEMORY]
     for phase in ("prefill", "decode"):
+        busy, page_busy = e.resources(phase), values["resources"][phase]
+        assert page_busy["limit"] == busy["limit"], (setting, phase, page_busy, busy)
+        pairs += [(f"{phase} {k}", page_busy[k], busy[k]) for k in RESOURCES]
         rows, page = e.breakdown(phase), values["breakdown"][phase]
         assert [r["op"] for r in page] == [r["op"] for r in rows], (setting, phase)
         for want, got in zip(rows, page, strict=True):
             assert got["bound"] == want["bound"] and (got["intensity"] is None) == (want["intensity"] is None)
+            assert got.get("math") == want.get("math"), (setting, phase, want["op"])
             pairs += [(f"{phase} {want['op']} {k}", got[k], want[k])
                       for k in ("flops", "bytes", "time_s", "share", "intensity") if want[k] is not None]
     for name, got, want in pairs:

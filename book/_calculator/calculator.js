@@ -3,26 +3,38 @@
  * Every count comes from calculator-data.js, which `make book` generates with
  * llm_roofline.course.webcalc: per built-in model, each operation's (FLOPs, weight elements, KV-cache
  * elements) of a forward pass as JavaScript functions of (B, n_new, n_past), printed by SymPy
- * from formulas.py; per tensor-parallel degree each op's share; per accelerator its peaks,
- * bandwidth, memory and all-reduce time; element sizes; the library's error messages.
+ * from formulas.py; per op its kernel and which peak that kernel's math runs at (the body's,
+ * the LM head's, the attention's, or none for element-wise work: Setup.math_dtype); per
+ * tensor-parallel degree each op's share; per accelerator its peaks, bandwidth, memory, the
+ * collectives' time and their least cost; element sizes; the library's error messages.
  *
  * Written here by hand, and only this (the part of llm_roofline.calculator that assembles):
  *   1. kernels(): an op's per-GPU FLOPs and bytes are its counts times its share, weights at
  *      the body's or the 16-bit head's size, the cache at the KV size; ops of one fused kernel
- *      (ATTENTION_KERNEL: kv_read, attn_scores, softmax, attn_values) are summed (Setup.pass_costs).
- *   2. A kernel's time is max(FLOPs / (peak * MFU), bytes / (bandwidth * MBU)); a phase's time is
- *      the sum over its kernels plus the 2L + 2 collectives of tensor parallelism: two
- *      all-reduces per layer, the embedding's, and the logits' all-gather (Setup.roofline_s,
- *      allreduce_s).
+ *      (ATTENTION_KERNEL: kv_read, attn_scores, attn_values) are summed (Setup.pass_costs).
+ *   2. A kernel's time is max(FLOPs / (its peak * MFU), bytes / (bandwidth * MBU)), its peak
+ *      the body's compute precision, the LM head's or the attention's, infinite for element-wise
+ *      work (norms, RoPE, residuals, the activation, softmax...: fused, priced by its bytes
+ *      alone; Setup.peak_of). The kernel-by-kernel time of a phase is the sum over its kernels
+ *      plus the 2L + 2 collectives of tensor parallelism one after another: two all-reduces per
+ *      layer, the embedding's, and the logits' all-gather (Setup.roofline_s, allreduce_s).
  *   3. TPOT is the exact mean over the output_len - 1 decode steps (contexts prompt_len + 1 ...):
  *      between the exported breaks every kernel's FLOPs and bytes are affine in the context, so
  *      the mean of its max over each segment has a closed form (meanOfMax, the library's
  *      _mean_of_max); the segments' means are weighted by their steps. This equals the library's
  *      step-by-step sum, which it uses when a sliding window fills mid-way.
- *   4. Memory per GPU: weights + KV cache at the final context + activations (one prefill chunk
+ *   4. The floor of a phase (busy(), calculator._busy): the largest busy time of the math units
+ *      (sum of FLOPs / peak), the memory (sum of bytes / bandwidth), the link and the network
+ *      (the collectives at their least cost, Setup.allreduce_floor), plus the collectives'
+ *      latencies for one sequence (for two or more they only join the max); the resource with
+ *      the largest is the limit. TPOT's floor is the exact mean of each step's floor: per segment
+ *      between the breaks the mean of the upper envelope of affine lines (meanOfEnvelope,
+ *      calculator._mean_of_envelope; the library's _decode_floor).
+ *   5. Memory per GPU: weights + KV cache at the final context + activations (one prefill chunk
  *      of one layer and the last fp32 logits) against capacity less the reserve (_memory).
- *   5. Checks in the library's order, each answered with the library's own message.
- * tests/test_calculator_page.py compares every number with estimate() for random settings.
+ *   6. Checks in the library's order, each answered with the library's own message.
+ * tests/test_calculator_page.py (in Chromium) and tests/test_webcalc.py (under node) compare every
+ * number with estimate() for random settings.
  */
 (function (root) {
   "use strict";
@@ -59,23 +71,62 @@
     return (n > 1 ? (m0 + m1) / 2 : m0) + excess / n;
   }
 
-  function decodeMeans(m, tp, sizes, fn, b, p, steps, peak, bw) {
+  function meanOfEnvelope(lines, n) {  // calculator._mean_of_envelope, for scalars
+    const span = Math.max(n - 1, 1), a = lines.map((l) => l[0]),
+      slope = lines.map(([v0, v1]) => (v1 - v0) / span), cuts = [0, n];
+    for (let i = 0; i < a.length; i++) {
+      for (let j = i + 1; j < a.length; j++) {
+        const ds = slope[i] - slope[j];
+        cuts.push(Math.min(Math.max(ds !== 0 ? (a[j] - a[i]) / ds : 0, 0), n));
+      }
+    }
+    cuts.sort((x, y) => x - y);
+    let total = 0;
+    for (let c = 1; c < cuts.length; c++) {  // one line is the max between two crossings
+      const lo = cuts[c - 1], hi = cuts[c], j0 = Math.ceil(lo),
+        count = Math.max(Math.ceil(hi) - j0, 0), mid = (lo + hi) / 2;
+      let best = 0;
+      for (let i = 1; i < a.length; i++) if (a[i] + slope[i] * mid > a[best] + slope[best] * mid) best = i;
+      total += count * a[best] + slope[best] * (count * j0 + count * (count - 1) / 2);
+    }
+    return total / n;
+  }
+
+  /* Per kernel the mean [FLOPs, bytes, time] over the decode steps, and the mean of the steps'
+   * max(math, memory, flat) (the floor before its added latency). */
+  function decodeMeans(m, tp, sizes, fn, b, p, steps, peakOf, bw, flat) {
     // segments [a, z] of cached lengths p .. p + steps - 1, cut after each break
     const last = p + steps - 1, cuts = m.breaks.filter((x) => x >= p && x < last);
     const ends = [...cuts, last], sums = new Map();
-    let a = p;
+    let a = p, envelope = 0;
     for (const z of ends) {
       const n = z - a + 1, k0 = kernels(m, tp, sizes, fn, b, 1, a),
         k1 = kernels(m, tp, sizes, fn, b, 1, z);
+      const math = [0, 0], memory = [0, 0];
       for (const [k, [f0, m0]] of k0) {
-        const [f1, m1] = k1.get(k);
+        const [f1, m1] = k1.get(k), peak = peakOf(k);
         const t = meanOfMax(m0 / bw, m1 / bw, f0 / peak, f1 / peak, n);
         const acc = sums.get(k) || [0, 0, 0];
         sums.set(k, [acc[0] + n * (f0 + f1) / 2, acc[1] + n * (m0 + m1) / 2, acc[2] + n * t]);
+        math[0] += f0 / peak; math[1] += f1 / peak; memory[0] += m0 / bw; memory[1] += m1 / bw;
       }
+      envelope += n * meanOfEnvelope([math, memory, [flat, flat]], n);
       a = z + 1;
     }
-    return new Map([...sums].map(([k, v]) => [k, v.map((x) => x / steps)]));
+    return [new Map([...sums].map(([k, v]) => [k, v.map((x) => x / steps)])), envelope / steps];
+  }
+
+  /* calculator._busy: each resource's busy time in a pass, its floor and the resource that sets
+   * it. collectives: [link, network, latency] (Setup.allreduce_floor); one sequence adds the
+   * latency to the floor, two or more only put it in the max. */
+  function busy(compute, memory, [link, network, latency], sequences, kernelByKernel, floor) {
+    const added = sequences === 1 ? latency : 0;
+    const terms = {compute, memory, interconnect: link, network, latency: latency - added};
+    let limit = "compute";
+    for (const k in terms) if (terms[k] > terms[limit]) limit = k;
+    return {compute, memory, interconnect: link, network, latency, latency_added: added,
+      floor: floor === undefined ? terms[limit] + added : floor,
+      kernel_by_kernel: kernelByKernel, limit};
   }
 
   function pyRepr(raw, x) {  // how Python's repr names the bad value the library was given
@@ -102,16 +153,17 @@
     return x;
   }
 
-  function phaseRows(costs, times, peak, bw, extra, arBytes, n) {  // calculator._rows
+  function phaseRows(costs, times, mathOf, peakOf, bw, extra, arBytes, n) {  // calculator._rows
     let total = 0;
     for (const t of times.values()) total += t;
     total += extra;
     const rows = [];
     for (const [k, [f, mv]] of costs) {
       if (!(f > 0 || mv > 0)) continue;
-      const t = times.get(k);
-      rows.push({op: k, flops: f, bytes: mv, intensity: mv > 0 ? f / mv : null, time_s: t,
-        bound: f / peak >= mv / bw ? "compute" : "memory", share: t / total});
+      const t = times.get(k), math = mathOf(k);
+      rows.push({op: k, flops: f, bytes: mv, intensity: mv > 0 ? f / mv : null, time_s: t, math,
+        bound: math === null ? "element-wise" : f / peakOf(k) >= mv / bw ? "compute" : "memory",
+        share: t / total});
     }
     if (n > 1) {
       rows.push({op: "allreduce", flops: 0, bytes: arBytes, intensity: null, time_s: extra,
@@ -120,10 +172,10 @@
     return rows;
   }
 
-  function bound(costs, times, peak, bw) {  // calculator._step_bound
+  function bound(costs, times, peakOf, bw) {  // calculator._step_bound (element-wise: memory)
     let compute = 0, memory = 0;
     for (const [k, [f, mv]] of costs) {
-      if (f / peak >= mv / bw) compute += times.get(k); else memory += times.get(k);
+      if (f / peakOf(k) >= mv / bw) compute += times.get(k); else memory += times.get(k);
     }
     return compute >= memory ? "compute" : "memory";
   }
@@ -154,46 +206,74 @@
     }
     const sizes = {weight: D.sizes.weight[state.weight], head: D.sizes.head[state.weight],
       kv: D.sizes.kv[state.kv]};
-    const peak = chipPeak * mfu, bw = chip.bandwidth * mbu;
+    const [headDtype, headPeak] = chip.head[state.weight], [attentionDtype, attentionPeak] =
+      chip.attention, bw = chip.bandwidth * mbu;
+    // Setup.math_dtype and peak_of, per kernel: element-wise work has no tensor-core peak
+    const kernelMath = new Map(m.kernels.map((k, i) => [k, m.math[i]]));
+    const dtypes = {body: computeDtype, head: headDtype, attention: attentionDtype};
+    const peaks = {body: chipPeak * mfu, head: headPeak * mfu, attention: attentionPeak * mfu};
+    const mathOf = (k) => kernelMath.get(k) === null ? null : dtypes[kernelMath.get(k)];
+    const peakOf = (k) => kernelMath.get(k) === null ? Infinity : peaks[kernelMath.get(k)];
     const passes = D.passes[state.model], prefillFn = passes.prefill,
       decodeFn = passes.decode || passes.prefill;
     // Setup.allreduce_s: 2L + 1 all-reduces of the hidden state, one all-gather of the logits
-    const allreduce = (tokens, logitsTokens) => n === 1 ? 0 : (2 * m.nLayers + 1) *
-      (chipTp.allreduce[0] * (tokens * m.hidden * D.sizes.act) + chipTp.allreduce[1])
-      + chipTp.allgather[0] * (logitsTokens * m.vocab * D.sizes.act) + chipTp.allgather[1];
+    const hidden = (tokens) => tokens * m.hidden * D.sizes.act,
+      logits = (tokens) => tokens * m.vocab * D.sizes.act, nColl = 2 * m.nLayers + 1;
+    const allreduce = (tokens, logitsTokens) => n === 1 ? 0 :
+      nColl * (chipTp.allreduce[0] * hidden(tokens) + chipTp.allreduce[1])
+      + chipTp.allgather[0] * logits(logitsTokens) + chipTp.allgather[1];
+    // Setup.allreduce_floor: the same collectives at their least cost, [link, network, latency]
+    const collectives = (tokens, logitsTokens) => n === 1 ? [0, 0, 0] : [0, 1, 2].map((i) =>
+      nColl * chipTp.allreduceFloor[i] * (i < 2 ? hidden(tokens) : 1)
+      + chipTp.allgatherFloor[i] * (i < 2 ? logits(logitsTokens) : 1));
 
-    const steps = Math.max(o - 1, 1);
-    const means = decodeMeans(m, modelTp, sizes, decodeFn, b, p, steps, peak, bw);
+    const steps = Math.max(o - 1, 1), decodeColl = collectives(b, b);
+    const flat = Math.max(decodeColl[0], decodeColl[1], b === 1 ? 0 : decodeColl[2]);
+    const [means, envelope] = decodeMeans(m, modelTp, sizes, decodeFn, b, p, steps, peakOf, bw, flat);
     const decodeAr = allreduce(b, b);
-    let tpot = 0, flops = 0, moved = 0;
-    for (const [f, mv, t] of means.values()) { tpot += t; flops += f; moved += mv; }
+    let tpot = 0, flops = 0, moved = 0, decodeMath = 0;
+    for (const [k, [f, mv, t]] of means) { tpot += t; flops += f; moved += mv; decodeMath += f / peakOf(k); }
     tpot += decodeAr;
-    if (summary) return {batch: b, tpot_s: tpot, throughput_tok_s: b / tpot};  // for the chart
+    const decodeBusy = busy(decodeMath, moved / bw, decodeColl, b, tpot,
+      envelope + (b === 1 ? decodeColl[2] : 0));
+    if (summary) {  // for the chart
+      return {batch: b, tpot_s: tpot, throughput_tok_s: b / tpot, tpot_floor_s: decodeBusy.floor,
+        throughput_floor_tok_s: b / decodeBusy.floor};
+    }
 
     const mem = memory(m, modelTp, n, chip, sizes, b, p, o);
     const prefill = kernels(m, modelTp, sizes, prefillFn, b, p, 0, b);
     const prefillTimes = new Map([...prefill].map(([k, [f, mv]]) =>
-      [k, Math.max(f / peak, mv / bw)]));
+      [k, Math.max(f / peakOf(k), mv / bw)]));
     const prefillAr = allreduce(b * p, b);  // logits at each prompt's last position
-    let ttft = 0;
+    let ttft = 0, prefillMath = 0, prefillBytes = 0;
     for (const t of prefillTimes.values()) ttft += t;
-    ttft = ttft + prefillAr + D.defaults.queue_s;
+    for (const [k, [f, mv]] of prefill) { prefillMath += f / peakOf(k); prefillBytes += mv; }
+    ttft += prefillAr;
+    const prefillBusy = busy(prefillMath, prefillBytes / bw, collectives(b * p, b), b, ttft);
+    const queue = D.defaults.queue_s;
+    ttft += queue;
 
     const decode = new Map([...means].map(([k, [f, mv]]) => [k, [f, mv]]));
     const decodeTimes = new Map([...means].map(([k, v]) => [k, v[2]]));
+    const ttftFloor = prefillBusy.floor + queue, tpotFloor = decodeBusy.floor;
     return {
       model: state.model, accelerator: chip.name, batch: b, prompt_len: p, output_len: o,
-      weight_dtype: state.weight, kv_dtype: state.kv, compute_dtype: computeDtype, n_gpus: n,
+      weight_dtype: state.weight, kv_dtype: state.kv, compute_dtype: computeDtype,
+      head_dtype: headDtype, attention_dtype: attentionDtype, n_gpus: n,
       nodes: chipTp.nodes, mbu, mfu, memory: mem, fits: mem.free >= 0, ttft_s: ttft,
-      prefill_bound: bound(prefill, prefillTimes, peak, bw), tpot_s: tpot,
-      decode_bound: bound(decode, decodeTimes, peak, bw), throughput_tok_s: b / tpot,
+      prefill_bound: bound(prefill, prefillTimes, peakOf, bw), tpot_s: tpot,
+      decode_bound: bound(decode, decodeTimes, peakOf, bw), throughput_tok_s: b / tpot,
       decode_bytes: moved, decode_flops: flops, allreduce_s: decodeAr,
       bandwidth_utilisation: moved / tpot / chip.bandwidth,
       e2e_s: ttft + (o - 1) * tpot,
+      ttft_floor_s: ttftFloor, tpot_floor_s: tpotFloor, throughput_floor_tok_s: b / tpotFloor,
+      e2e_floor_s: ttftFloor + (o - 1) * tpotFloor,
+      resources: {prefill: prefillBusy, decode: decodeBusy},
       breakdown: {
-        prefill: phaseRows(prefill, prefillTimes, peak, bw, prefillAr + D.defaults.queue_s,
+        prefill: phaseRows(prefill, prefillTimes, mathOf, peakOf, bw, prefillAr + queue,
           modelTp.allreduceBytesPerToken * (b * p) + modelTp.gatherBytesPerToken * b, n),
-        decode: phaseRows(decode, decodeTimes, peak, bw, decodeAr,
+        decode: phaseRows(decode, decodeTimes, mathOf, peakOf, bw, decodeAr,
           (modelTp.allreduceBytesPerToken + modelTp.gatherBytesPerToken) * b, n),
       },
     };
@@ -228,7 +308,7 @@
       Number(state.output));
   }
 
-  const api = {estimate, maxBatch, meanOfMax, CalcError, data: D};
+  const api = {estimate, maxBatch, meanOfMax, meanOfEnvelope, CalcError, data: D};
   if (typeof module !== "undefined" && module.exports) { module.exports = api; return; }
   root.llmCalc = api;
 
@@ -242,7 +322,8 @@
   // number formats; tests/test_calculator_page.py reads them back to their printed digits
   const sig = (x) => x === 0 ? "0" : Math.abs(x) >= 1000 ? Math.round(x).toLocaleString("en-US")
     : x.toPrecision(4);
-  const time = (s) => s >= 1 ? sig(s) + " s" : s >= 1e-3 ? sig(s * 1e3) + " ms" : sig(s * 1e6) + " µs";
+  const time = (s) => s >= 1 ? sig(s) + " s" : s >= 1e-3 ? sig(s * 1e3) + " ms"
+    : s >= 1e-6 || s === 0 ? sig(s * 1e6) + " µs" : sig(s * 1e9) + " ns";
   const gib = (x) => (x / 2 ** 30).toFixed(2) + " GiB";
   const pct = (x) => (100 * x).toFixed(1) + " %";
 
@@ -296,17 +377,23 @@
 
   const out = (key, cls) => el("output", {"data-key": key, class: cls || ""});
   const error = el("p", {class: "lc-error", role: "alert", hidden: ""});
-  const card = (title, key, note) => el("div", {class: "lc-card"},
+  // a time: kernel by kernel (big) and its floor beside it (module docs of calculator.py)
+  const card = (title, key, note, floorKey, floorLabel) => el("div", {class: "lc-card"},
     el("span", {class: "lc-card-title"}, title), out(key, "lc-big"),
+    ...(floorKey ? [el("span", {class: "lc-kind"}, "kernel by kernel"),
+      el("span", {class: "lc-floor"}, floorLabel || "floor", " ", out(floorKey))] : []),
     el("span", {class: "lc-note"}, note));
   const cards = el("div", {class: "lc-cards", "aria-live": "polite"},
-    card("TTFT", "ttft_s", "prefill of the whole batch"),
-    card("TPOT", "tpot_s", "each user, mean decode step"),
-    card("Throughput", "throughput_tok_s", "tokens/s, all users"),
+    card("TTFT", "ttft_s", "prefill of the whole batch; floor set by ", "ttft_floor_s"),
+    card("TPOT", "tpot_s", "each user, mean decode step; floor set by ", "tpot_floor_s"),
+    card("Throughput", "throughput_tok_s", "tokens/s, all users", "throughput_floor_tok_s",
+      "at the floor"),
     card("Decode is", "decode_bound", ""),
-    card("One request", "e2e_s", "TTFT + (output − 1) × TPOT"));
-  cards.querySelectorAll(".lc-note")[3].append(out("bandwidth_utilisation"),
-    " of peak bandwidth");
+    card("One request", "e2e_s", "TTFT + (output − 1) × TPOT", "e2e_floor_s"));
+  const notes = cards.querySelectorAll(".lc-note");
+  notes[0].append(out("resources.prefill.limit"));
+  notes[1].append(out("resources.decode.limit"));
+  notes[3].append(out("bandwidth_utilisation"), " of peak bandwidth");
 
   const memRows = [["weights", "Weights"], ["kv_cache", "KV cache"], ["activations", "Activations"],
     ["reserve", "Runtime reserve"], ["free", "Free"], ["capacity", "Capacity"]];
@@ -327,10 +414,13 @@
     "aria-label": "Per-kernel breakdown"}, table);
   const link = el("a", {class: "lc-link", href: "#"}, "Link to these settings");
   const precision = el("p", {class: "lc-precision"});
+  const legend = el("p", {class: "lc-precision"}, "Kernel by kernel: each kernel on its own " +
+    "roofline, one after another, what a plain engine pays. Floor: the busiest resource's time " +
+    "(math, memory, link or network), which no engine beats however it overlaps its kernels.");
   const results = el("div", {class: "lc-results"},
-    cards, precision, el("h3", {}, "Memory per GPU"), memBox, el("h3", {}, "Against the batch"),
-    chartBox, el("p", {class: "lc-chart-note"}, "Solid: the batches that fit in memory; dashed " +
-      "and shaded: beyond the memory limit; the dot: this batch."), el("h3", {}, "Per kernel"),
+    cards, legend, precision, el("h3", {}, "Memory per GPU"), memBox, el("h3", {}, "Against the batch"),
+    chartBox, el("p", {class: "lc-chart-note"}, "Kernel by kernel, solid: the batches that fit in " +
+      "memory; dashed and shaded: beyond the memory limit; the dot: this batch. Thin: the floor."), el("h3", {}, "Per kernel"),
     el("div", {class: "lc-field lc-inline"}, el("label", {for: "lc-phase"}, "Phase"), phase),
     tableWrap);
   container.replaceChildren(form, el("p", {}, link), error, results);
@@ -381,15 +471,18 @@
   function put(key, text) { container.querySelector(`[data-key="${key}"]`).textContent = text; }
 
   function show(e, state) {
-    put("ttft_s", time(e.ttft_s));
-    put("tpot_s", time(e.tpot_s));
+    for (const key of ["ttft_s", "tpot_s", "e2e_s", "ttft_floor_s", "tpot_floor_s", "e2e_floor_s"]) {
+      put(key, time(e[key]));
+    }
     put("throughput_tok_s", sig(e.throughput_tok_s));
+    put("throughput_floor_tok_s", sig(e.throughput_floor_tok_s));
+    for (const ph of ["prefill", "decode"]) put(`resources.${ph}.limit`, e.resources[ph].limit);
     put("decode_bound", e.decode_bound + "-bound");
     put("bandwidth_utilisation", pct(e.bandwidth_utilisation));
-    put("e2e_s", time(e.e2e_s));
-    precision.textContent = `Math at the ${e.compute_dtype} peak; ` +
-      `${e.n_gpus} GPU${e.n_gpus > 1 ? "s" : ""} in ${e.nodes} node${e.nodes > 1 ? "s" : ""}; ` +
-      `the prefill is ${e.prefill_bound}-bound.`;
+    precision.textContent = `Math: the weight matmuls at the ${e.compute_dtype} peak, the LM ` +
+      `head at ${e.head_dtype}, the attention at ${e.attention_dtype}; element-wise work priced ` +
+      `by its bytes; ${e.n_gpus} GPU${e.n_gpus > 1 ? "s" : ""} in ${e.nodes} ` +
+      `node${e.nodes > 1 ? "s" : ""}; kernel by kernel, the prefill is ${e.prefill_bound}-bound.`;
     const mem = e.memory;
     for (const [key] of memRows) put("memory." + key, gib(mem[key]));
     const users = e.max_batch === 1 ? "1 user fits" : `up to ${e.max_batch.toLocaleString("en-US")} users fit`;
@@ -409,13 +502,15 @@
 
   function breakdown(e) {
     const rows = e.breakdown[phase.value];
-    const head = el("tr", {}, ...["kernel", "GFLOP", "MB", "FLOP/B", "time", "bound", "share"]
-      .map((h) => el("th", {scope: "col"}, h)));
+    const head = el("tr", {}, ...["kernel", "GFLOP", "MB", "FLOP/B", "time", "math", "bound",
+      "share"].map((h) => el("th", {scope: "col"}, h)));
     const body = rows.map((r) => el("tr", {}, el("th", {scope: "row"}, r.op),
       el("td", {}, sig(r.flops / 1e9)), el("td", {}, sig(r.bytes / 1e6)),
       el("td", {}, r.intensity === null ? "–" : sig(r.intensity)), el("td", {}, time(r.time_s)),
-      el("td", {class: "lc-b-" + r.bound}, r.bound), el("td", {}, pct(r.share))));
-    table.replaceChildren(el("caption", {}, "Per kernel, per GPU: " + phase.selectedOptions[0].text),
+      el("td", {}, r.math || "–"), el("td", {class: "lc-b-" + r.bound}, r.bound),
+      el("td", {}, pct(r.share))));
+    table.replaceChildren(el("caption", {}, "Per kernel, per GPU, kernel by kernel: " +
+      phase.selectedOptions[0].text),
       el("thead", {}, head), el("tbody", {}, ...body));
   }
 
@@ -441,18 +536,22 @@
       const b = Math.round(2 ** (k / 2));
       if (points.length && points[points.length - 1].b === b) continue;
       const r = estimate({...state, batch: b}, true);
-      points.push({b, tpot: r.tpot_s, thr: r.throughput_tok_s});
+      points.push({b, tpot: r.tpot_s, thr: r.throughput_tok_s, tpotFloor: r.tpot_floor_s,
+        thrFloor: r.throughput_floor_tok_s});
     }
     const tpotMax = Math.max(...points.map((q) => q.tpot));
     const unit = tpotMax >= 1 ? [1, "s"] : tpotMax >= 1e-3 ? [1e3, "ms"] : [1e6, "µs"];
     chartBox.replaceChildren(
-      chart(points, (q) => q.tpot * unit[0], `TPOT (${unit[1]})`, limit, e.batch, e.tpot_s * unit[0]),
-      chart(points, (q) => q.thr, "throughput (tokens/s)", limit, e.batch, e.throughput_tok_s));
+      chart(points, (q) => q.tpot * unit[0], `TPOT (${unit[1]})`, limit, e.batch, e.tpot_s * unit[0],
+        (q) => q.tpotFloor * unit[0]),
+      chart(points, (q) => q.thr, "throughput (tokens/s)", limit, e.batch, e.throughput_tok_s,
+        (q) => q.thrFloor));
   }
 
-  function chart(points, y, title, limit, batch, current) {
+  function chart(points, y, title, limit, batch, current, floor) {
     const W = 360, H = 220, L = 52, R = 12, T = 14, B = 40;
-    const xmax = points[points.length - 1].b, ymax = niceMax(Math.max(...points.map(y)) || 1);
+    const xmax = points[points.length - 1].b,
+      ymax = niceMax(Math.max(...points.map(y), ...points.map(floor)) || 1);
     const X = (b) => L + (W - L - R) * Math.log2(b) / Math.log2(xmax);
     const Y = (v) => T + (H - T - B) * (1 - v / ymax);
     const s = svg("svg", {viewBox: `0 0 ${W} ${H}`, class: "lc-chart", role: "img",
@@ -482,6 +581,8 @@
       "batch (users, log scale)"));
     s.append(svg("text", {x: L, y: 10, class: "lc-axis"}, title));
     const path = (pts) => pts.map((q, i) => `${i ? "L" : "M"}${X(q.b).toFixed(1)},${Y(y(q)).toFixed(1)}`).join("");
+    s.append(svg("path", {d: points.map((q, i) => `${i ? "L" : "M"}${X(q.b).toFixed(1)},` +
+      `${Y(floor(q)).toFixed(1)}`).join(""), class: "lc-line lc-floor-line"}));
     s.append(svg("path", {d: path(points), class: "lc-line lc-dashed"}));
     const fit = points.filter((q) => q.b <= limit);
     if (fit.length > 1) s.append(svg("path", {d: path(fit), class: "lc-line"}));

@@ -15,17 +15,22 @@ Formulas
     which a decode step's costs stop being affine (a sliding window fills): between breaks every
     kernel's FLOPs and bytes are affine, so the browser averages TPOT exactly, segment by segment.
 Data
-    Models (per-op parameters, which ops are the 16-bit head, and per tensor-parallel degree each
-    op's share, the KV share, activation elements per token, all-reduce bytes), accelerators
-    (memory, bandwidth, the peak or the library's error for each compute precision, the compute
-    precision chosen by default for each weight precision, per GPU count the nodes and the
-    all-reduce time ``Accelerator.allreduce_s`` as slope and intercept in the message bytes, or
-    the library's error), element sizes (``Setup.sizes``), ``estimate``'s defaults, and the
-    messages of the checks, all computed by calling the library.
+    Models (per-op parameters, which ops are the 16-bit head, the kernel each op belongs to and
+    that kernel's math, ``Setup.math_dtype`` as ``"body"``, ``"head"``, ``"attention"`` or null
+    for element-wise work, and per tensor-parallel degree each op's share, the KV share,
+    activation elements per token, all-reduce bytes), accelerators (memory, bandwidth, the peak
+    or the library's error for each compute precision, for each weight precision the body's
+    default math and the LM head's math with their peaks, the attention's math and peak, per GPU
+    count the nodes, the collectives' time ``Accelerator.allreduce_s``/``allgather_s`` as slope
+    and intercept in the message bytes and their least cost ``allreduce_floor``/
+    ``allgather_floor`` as seconds per byte on the link and on the network and a latency, or the
+    library's error), element sizes (``Setup.sizes``), ``estimate``'s defaults, and the messages
+    of the checks, all computed by calling the library.
 
 What the browser writes by hand (``book/_calculator/calculator.js``, documented there): summing
-the per-op rooflines with these shares into kernels, memory as weights + KV + activations +
-reserve, and the exact mean of TPOT over the decode steps. ``tests/test_calculator_page.py``
+the per-op rooflines with these shares into kernels, each at its own peak, memory as weights +
+KV + activations + reserve, the exact mean of TPOT over the decode steps, and the floors (the
+busiest resource, ``calculator._busy``, ``_decode_floor``). ``tests/test_calculator_page.py``
 compares the page with ``estimate`` for hundreds of random settings.
 
 ``setup(app)`` makes this module a Sphinx extension (``_config.yml``: ``extra_extensions``): the
@@ -34,6 +39,7 @@ build writes ``calculator-data.js`` and serves it with the hand-written files on
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 import json
@@ -168,6 +174,10 @@ def _model_data(name: str, counts: list[int]) -> dict:
     cfg = get_model(name)
     ops = list(formulas.ops_for(cfg))
     params = cfg.params_by_op()
+    kernels = ["attention" if op in ATTENTION_KERNEL else op for op in ops]
+    # Setup.math_dtype with each precision replaced by its name: which peak each kernel runs at
+    named = dataclasses.replace(deployment.setup(cfg, _REFERENCE_CHIP), compute_dtype="body",
+                                head_dtype="head", attention_dtype="attention")
     tp = {}
     for n in counts:
         try:
@@ -186,7 +196,7 @@ def _model_data(name: str, counts: list[int]) -> dict:
     return {
         "name": name, "maxContext": cfg.max_context, "nLayers": cfg.n_layers,
         "hidden": cfg.hidden_size, "vocab": cfg.vocab_size, "ops": ops,
-        "kernels": ["attention" if op in ATTENTION_KERNEL else op for op in ops],
+        "kernels": kernels, "math": [named.math_dtype(k) for k in kernels],
         "head": [op in HEAD_OPS for op in ops],
         "params": [params.get(op, 0) for op in ops], "breaks": _breaks(cfg), "tp": tp,
         "contextError": _template(lambda: estimate(cfg, _REFERENCE_CHIP, 1, over - 1, 1),
@@ -202,10 +212,12 @@ def _chip_data(name: str, counts: list[int], dtypes: list[str]) -> dict:
             compute[d] = chip.peak(d)
         except ValueError as err:
             compute[d] = str(err)
-    auto = {}
+    auto, head = {}, {}
     for w in dtypes:
         s = deployment.setup("llama-2-7b", chip, weight_dtype=w)
         auto[w] = [s.compute_dtype, chip.peak(s.compute_dtype)]
+        head[w] = [s.head_dtype, chip.peak(s.head_dtype)]
+    attention = [s.attention_dtype, chip.peak(s.attention_dtype)]  # the activations' precision
     tp, big = {}, 2.0**40
     for n in counts:
         try:
@@ -218,9 +230,19 @@ def _chip_data(name: str, counts: list[int], dtypes: list[str]) -> dict:
         g_intercept = float(chip.allgather_s(n, 0.0))
         g_slope = (float(chip.allgather_s(n, big)) - g_intercept) / big
         tp[n] = {"nodes": nodes, "allreduce": [slope, intercept],
-                 "allgather": [g_slope, g_intercept]}
+                 "allgather": [g_slope, g_intercept],
+                 "allreduceFloor": _per_byte(chip.allreduce_floor(n, big), big),
+                 "allgatherFloor": _per_byte(chip.allgather_floor(n, big), big)}
     return {"name": chip.name, "memoryBytes": chip.memory_bytes, "bandwidth": chip.bandwidth,
-            "compute": compute, "auto": auto, "tp": tp}
+            "compute": compute, "auto": auto, "head": head, "attention": attention, "tp": tp}
+
+
+def _per_byte(floor: tuple, message: float) -> list[float]:
+    """``(interconnect_s, network_s, latency_s)`` of one collective of ``message`` bytes as
+    ``[link seconds per byte, network seconds per byte, latency seconds]``: both busy times are
+    proportional to the message (``Accelerator.allreduce_floor``)."""
+    link, network, latency = (float(x) for x in floor)
+    return [link / message, network / message, latency]
 
 
 def data() -> dict:
