@@ -132,7 +132,8 @@ def test_masked_prefill_counts_the_whole_block():
 def hand_count(cfg, batch, n, past, causal, logits="all"):
     """Every operation's (FLOPs, bytes read, bytes written) for one float32 pass, written out
     from the conventions (2 per multiply-add, 4 per norm element, 3 per RoPE element, 6 per
-    softmax score, 5 per SwiGLU element, 1 per add) without formulas.py."""
+    softmax score, 5 per SwiGLU element, 1 per add, 7 per vocabulary entry sampled) without
+    formulas.py."""
     d, f, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
     N, H, G, dh = cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     T, S = batch * n, past + n  # new tokens, keys after the pass
@@ -140,6 +141,7 @@ def hand_count(cfg, batch, n, past, causal, logits="all"):
     pairs = n * past + n * (n + 1) // 2 if causal else n * S
     scores = batch * H * pairs
     e = 4  # bytes per float32
+    logits_at = T if logits == "all" else batch  # positions whose logits the pass computes
     norm = (N * 4 * T * d, N * e * (T * d + d), N * e * T * d)
 
     def linear(d_in, d_out, layers=N, bias=False, tokens=T):  # a bias: one add per output
@@ -169,6 +171,9 @@ def hand_count(cfg, batch, n, past, causal, logits="all"):
         "down_proj": linear(f, d),
         "final_norm": (4 * T * d, e * (T * d + d), e * T * d),
         "lm_head": linear(d, V, layers=1, tokens=T if logits == "all" else batch),
+        # softmax (6) and top-p's cumulative sum (1) per vocabulary entry at each position with
+        # logits: reads the logits, writes the probabilities
+        "sampling": (7 * logits_at * V, e * logits_at * V, e * logits_at * V),
     }
 
 

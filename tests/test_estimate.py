@@ -286,11 +286,12 @@ def test_decode_step_is_a_sum_of_per_kernel_rooflines_by_hand():
         "down_proj": (n * 2 * batch * ff * d, n * ff * d * 2),
         "final_norm": (4 * batch * d, d * 2),
         "lm_head": (2 * batch * d * vocab, vocab * d * 2),
+        "sampling": (7 * batch * vocab, 0),  # softmax and top-p over the vocabulary
     }
     # element-wise work (norms, RoPE, residual adds, the activation, softmax) and pure data
     # movement (the gather, the cache write) are fused: priced by their bytes alone
     elementwise = {"embed", "attn_norm", "mlp_norm", "rope", "kv_write", "softmax", "residual",
-                   "mlp_act", "final_norm"}
+                   "mlp_act", "final_norm", "sampling"}
     peak, bw = H100.peak("bf16"), H100.bandwidth
     per_kernel = sum(m / bw if k in elementwise else max(f / peak, m / bw)
                      for k, (f, m) in kernels.items())

@@ -38,7 +38,7 @@ def test_cost_intensity_without_bytes():
 
 
 def test_ops_are_unique_and_cover_the_named_groups():
-    assert len(set(F.OPS)) == len(F.OPS) == 20
+    assert len(set(F.OPS)) == len(F.OPS) == 21
     assert set(F.LINEAR_OPS) | set(F.ATTENTION_OPS) < set(F.OPS)
     assert set(counts.op_costs(CFG, 1, 4)) == set(F.OPS)
 
@@ -129,8 +129,11 @@ def test_op_costs_by_hand():
     every = counts.op_costs(CFG, batch=2, n_new=5, n_past=7, weight_dtype="bf16", logits="all")
     assert every["lm_head"] == counts.Cost(2 * T * 64 * 1000, (1000 * 64 + T * 64) * 2,
                                            T * 1000 * 2)
-    assert {k: v for k, v in every.items() if k != "lm_head"} == {
-        k: v for k, v in c.items() if k != "lm_head"}
+    # the sampler's softmax and top-p follow the logits: 7 FLOPs per vocabulary entry
+    assert c["sampling"] == counts.Cost(7 * 2 * 1000, 2 * 1000 * 2, 2 * 1000 * 2)
+    assert every["sampling"] == counts.Cost(7 * T * 1000, T * 1000 * 2, T * 1000 * 2)
+    assert {k: v for k, v in every.items() if k not in ("lm_head", "sampling")} == {
+        k: v for k, v in c.items() if k not in ("lm_head", "sampling")}
     with pytest.raises(ValueError, match="logits must be 'last' or 'all'"):
         counts.op_costs(CFG, 2, 5, logits="first")
     assert c["embed"] == counts.Cost(0, T * 64 * 2, T * 64 * 2)

@@ -168,9 +168,9 @@ def test_tally_is_optional_and_plain_data():
     assert [p["n_past"] for p in tally.passes] == [0, 5, 6]
     assert all(p["seconds"] > 0 for p in tally.passes)
     # every operation runs in both phases; per pass: once per layer, residual twice, the
-    # embedding, final norm and head once; 1 prefill pass and 2 decode passes
+    # embedding, final norm, head and sampling once; 1 prefill pass and 2 decode passes
     per_pass = {op: 2 * CFG.n_layers if op == "residual" else CFG.n_layers for op in F.OPS}
-    per_pass |= {"embed": 1, "final_norm": 1, "lm_head": 1}
+    per_pass |= {"embed": 1, "final_norm": 1, "lm_head": 1, "sampling": 1}
     calls = {(r["phase"], r["op"]): r["calls"] for r in tally.rows()}
     assert calls == {(p, op): k * per_pass[op] for p, k in (("prefill", 1), ("decode", 2))
                      for op in F.OPS}

@@ -391,7 +391,7 @@ def _prefill(s: Setup, b, p, chunk: int):
 
     Returns per kernel ``(FLOPs, bytes)``, per kernel its time (each pass's kernels on their
     rooflines), the collectives' time, their ``_collectives`` terms and the bytes they send.
-    A pass that computes no logits skips the LM head.
+    A pass that computes no logits skips the LM head and the sampling.
     """
     costs: dict = {}
     times: dict = {}
@@ -403,7 +403,8 @@ def _prefill(s: Setup, b, p, chunk: int):
             return x.sum(-1) if np.ndim(count) > np.ndim(b) else x
 
         pc = s.pass_costs(batch, n_new, n_past, absorbed=False, logits_tokens=logits)
-        pc["lm_head"] = tuple(np.where(np.asarray(logits) > 0, x, 0.0) for x in pc["lm_head"])
+        for k in ("lm_head", "sampling"):
+            pc[k] = tuple(np.where(np.asarray(logits) > 0, x, 0.0) for x in pc[k])
         for k, (f, w, kv) in pc.items():
             parts = (total(f), total(w + kv), total(s.roofline_s(k, f, w + kv)))
             costs[k] = tuple(a + c for a, c in zip(costs[k], parts[:2], strict=True)) \

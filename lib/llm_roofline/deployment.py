@@ -51,13 +51,13 @@ cache, the scores and the weighted sum of the values (its softmax is element-wis
 ELEMENTWISE = frozenset({
     "attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm", "final_norm", "q_norm", "k_norm",
     "q_a_norm", "kv_a_norm", "rope", "residual", "mlp_act", "softmax", "moe_combine", "kv_write",
-    "embed"})
-"""Element-wise work (norms, RoPE, residual adds, the activation, softmax, the experts' weighted
-sum) and pure data movement (the cache write, the embedding's gather). Engines fuse it into a
-neighbouring kernel, where it runs on the vector units while the activations stay on chip: it is
-never priced at a tensor-core peak. Its time is its compulsory bytes over the bandwidth (a norm's
-weights, the cache it writes, the embedding rows it reads); its FLOPs are counted but overlap
-the neighbour's."""
+    "embed", "sampling"})
+"""Element-wise work (norms, RoPE, residual adds, the activation, softmax, the experts'
+weighted sum, the sampler's softmax and top-p over the vocabulary) and pure data movement (the
+cache write, the embedding's gather). Engines fuse it into a neighbouring kernel, where it runs
+on the vector units while the activations stay on chip: it is never priced at a tensor-core
+peak. Its time is its compulsory bytes over the bandwidth (a norm's weights, the cache it
+writes, the embedding rows it reads); its FLOPs are counted but overlap the neighbour's."""
 
 WEIGHT_MATMULS = frozenset(formulas.LINEAR_OPS) | {
     "router", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"}
@@ -152,7 +152,8 @@ class Setup:
         cfg = self.model
         ops = counts.op_elements(cfg, batch, n_new, n_past, absorbed=absorbed)
         if logits_tokens is not None:
-            ops["lm_head"] = counts.op_elements(cfg, logits_tokens, 1, 0)["lm_head"]
+            head = counts.op_elements(cfg, logits_tokens, 1, 0)
+            ops["lm_head"], ops["sampling"] = head["lm_head"], head["sampling"]
         out: dict[str, list] = {}
         for op, (flops, weights, kv, _act) in ops.items():
             share = self.shares[op]

@@ -155,8 +155,14 @@ OPS = (
     "down_proj",
     "final_norm",
     "lm_head",
+    "sampling",
 )
 """Operation names in the order a pass runs them; the tiny transformer's tally uses the same."""
+
+SAMPLING_FLOPS = 7
+"""FLOPs per vocabulary entry of ``sampling`` at a position whose logits a pass computes: the
+softmax's 6 (max, subtract, exponential, sum, divide, as attention's softmax counts) and the one
+add of top-p's cumulative sum (its sort compares, and comparisons are not FLOPs)."""
 
 LINEAR_OPS = (
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"
@@ -353,7 +359,8 @@ def _logits_at(exprs: dict, logits: str) -> dict:
     if logits not in LOGITS:
         raise ValueError(f"logits must be 'last' or 'all', got {logits!r}")
     if logits == "last":
-        exprs["lm_head"] = tuple(sp.expand(x.subs(n_new, 1)) for x in exprs["lm_head"])
+        for op in ("lm_head", "sampling"):
+            exprs[op] = tuple(sp.expand(x.subs(n_new, 1)) for x in exprs[op])
     return exprs
 
 
@@ -438,6 +445,9 @@ def _op_expressions(causal: bool, gated_mlp: bool, qkv_bias: bool, windowed: boo
                        T * d_model * b_act)
     e["lm_head"] = (2 * T * d_model * vocab, table["lm_head"]["lm_head"] * b_w + T * d_model * b_act,
                     T * vocab * b_act)
+    # softmax and top-p over the vocabulary wherever logits are computed: reads the logits,
+    # writes the probabilities
+    e["sampling"] = (SAMPLING_FLOPS * T * vocab, T * vocab * b_act, T * vocab * b_act)
     assert tuple(e) == _ops(False, False, post_norms, qk_norm)
     return {op: tuple(sp.sympify(x) for x in v) for op, v in e.items()}
 

@@ -331,7 +331,7 @@ def _costs_of(row: measured.Row, config: ModelConfig) -> _Costs:
     for count, batch, n_new, n_past, logits in s.prefill_passes(b, p, chunk):
         costs = s.pass_costs(batch, n_new, n_past, absorbed=False, logits_tokens=logits)
         for k, (f, w, kv) in costs.items():
-            f, m = (np.ravel(count * np.asarray(x, float) * (k != "lm_head" or logits > 0))
+            f, m = (np.ravel(count * np.asarray(x, float) * (k not in ("lm_head", "sampling") or logits > 0))
                     for x in np.broadcast_arrays(f, w + kv))
             pre += [(fi, mi, k == "attention", s.peak_of(k) / s.mfu)
                     for fi, mi in zip(f, m, strict=True) if fi > 0 or mi > 0]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validate
+from .. import formulas, validate
 from ..models import resolve
 from .tally import Tally
 
@@ -333,7 +333,11 @@ class TinyLlama:
         x = self._norm("final_norm", x, self.w["model.norm.weight"])  # [T, d]
         if last:  # the head only where a token is sampled: each sequence's last position
             x, n = np.ascontiguousarray(x.reshape(B, n, -1)[:, -1]), 1  # [B, d]
-        return self._linear("lm_head", x, self.head).reshape(B, n, -1)  # [B, n, V]
+        logits = self._linear("lm_head", x, self.head)  # [B*n, V]
+        # where logits are computed a token is sampled: softmax (and top-p's cumulative sum)
+        # over the vocabulary, counted whether generate then takes the argmax or samples
+        self._record("sampling", formulas.SAMPLING_FLOPS * logits.size, (logits,), (logits,))
+        return logits.reshape(B, n, -1)  # [B, n, V]
 
     def _block(self, x, layer, k_cache, v_cache, past, rot):  # x [T, d] -> [T, d]
         h = self._norm("attn_norm", x, layer["attn_norm"])
