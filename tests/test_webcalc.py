@@ -142,15 +142,20 @@ def test_sphinx_hook_loads_the_files_on_the_calculator_page_only():
 # --- the page's arithmetic against the library (shared with the browser test) -----------------
 def random_settings(seed: int, count: int, data: dict) -> list[dict]:
     """Settings as the page's controls hold them (strings), every model, chip and precision
-    drawn; about one in five is a combination the library refuses."""
+    drawn; about one in five is a combination the library refuses. Prompts of a model with a
+    long context are often longer than the default ``prefill_chunk`` (split into pieces) or
+    exactly one chunk; short ones with a batch pack several prompts into each pass."""
     rng = random.Random(seed)
     models, chips, dtypes = list(data["models"]), list(data["accelerators"]), data["dtypes"]
+    chunk = data["defaults"]["prefill_chunk"]
     out = []
     for i in range(count):
         model = models[i % len(models)]
         m = data["models"][model]
         limit = m["maxContext"]
-        prompt = rng.choice([1, 7, 128, 512, 2048, rng.randint(1, limit - 1)])
+        long = (rng.choice([chunk, chunk + 1, rng.randint(chunk + 1, limit - 1)])
+                if limit > chunk + 2 else rng.randint(1, limit - 1))
+        prompt = rng.choice([1, 7, 128, 512, 2048, rng.randint(1, limit - 1), long])
         output = rng.choice([1, 2, 64, 256, rng.randint(1, max(1, limit - prompt))])
         allowed = [n for n in data["gpuCounts"] if "error" not in m["tp"][n]]
         n = rng.choice(data["gpuCounts"]) if rng.random() < 0.1 else rng.choice([1, *allowed[:5]])
@@ -198,6 +203,20 @@ def _rel(a: float, b: float) -> float:
     return 0.0 if a == b else abs(a - b) / max(abs(a), abs(b))
 
 
+def prefill_kinds(settings: list[dict], chunk: int) -> dict[str, int]:
+    """How many settings the library accepts whose prefill splits a prompt longer than
+    ``chunk`` into pieces (``long``), and how many pack several whole prompts into each of
+    several passes (``packed``): the two kinds of ``Setup.prefill_passes``' groups."""
+    kinds = {"long": 0, "packed": 0}
+    for s in settings:
+        if isinstance(library(s)[0], str):
+            continue
+        b, p = int(s["batch"]), int(s["prompt"])
+        kinds["long"] += p > chunk
+        kinds["packed"] += p <= chunk and 2 <= chunk // p < b
+    return kinds
+
+
 def compare(setting: dict, values: dict) -> float:
     """Assert the page's raw numbers equal the library's to 1e-9; return the largest difference."""
     e, mb = library(setting)
@@ -242,7 +261,8 @@ process.stdout.write(JSON.stringify(out));
 
 
 def test_page_arithmetic_equals_the_library_under_node(tmp_path, data):
-    """calculator.js's estimate() run by node (if installed) for 120 random settings."""
+    """calculator.js's estimate() run by node (if installed) for 120 random settings, prompts
+    longer than the prefill's chunk and batches packed several prompts per pass among them."""
     node = shutil.which("node") or shutil.which("nodejs")
     if not node:
         pytest.skip("node is not installed; tests/test_calculator_page.py checks the same in Chromium")
@@ -254,4 +274,6 @@ def test_page_arithmetic_equals_the_library_under_node(tmp_path, data):
     results = json.loads(proc.stdout)
     worst = max(compare(s, v) for s, v in zip(settings, results, strict=True))
     assert sum("error" in v for v in results) >= 5  # the refused combinations were exercised
-    print(json.dumps({"settings": len(settings), "largest_relative_difference": worst}))
+    kinds = prefill_kinds(settings, data["defaults"]["prefill_chunk"])
+    assert kinds["long"] >= 5 and kinds["packed"] >= 5, kinds  # both kinds of prefill passes
+    print(json.dumps({"settings": len(settings), "largest_relative_difference": worst} | kinds))

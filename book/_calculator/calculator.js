@@ -6,7 +6,8 @@
  * from formulas.py; per op its kernel and which peak that kernel's math runs at (the body's,
  * the LM head's, the attention's, or none for element-wise work: Setup.math_dtype); per
  * tensor-parallel degree each op's share; per accelerator its peaks, bandwidth, memory, the
- * collectives' time and their least cost; element sizes; the library's error messages.
+ * collectives' time and their least cost; element sizes; estimate()'s defaults (the prefill's
+ * chunk, the reserve, the queue); the library's error messages.
  *
  * Written here by hand, and only this (the part of llm_roofline.calculator that assembles):
  *   1. kernels(): an op's per-GPU FLOPs and bytes are its counts times its share, weights at
@@ -15,24 +16,35 @@
  *   2. A kernel's time is max(FLOPs / (its peak * MFU), bytes / (bandwidth * MBU)), its peak
  *      the body's compute precision, the LM head's or the attention's, infinite for element-wise
  *      work (norms, RoPE, residuals, the activation, softmax...: fused, priced by its bytes
- *      alone; Setup.peak_of). The kernel-by-kernel time of a phase is the sum over its kernels
+ *      alone; Setup.peak_of). The kernel-by-kernel time of a pass is the sum over its kernels
  *      plus the 2L + 2 collectives of tensor parallelism one after another: two all-reduces per
  *      layer, the embedding's, and the logits' all-gather (Setup.roofline_s, allreduce_s).
- *   3. TPOT is the exact mean over the output_len - 1 decode steps (contexts prompt_len + 1 ...):
+ *   3. The prefill (TTFT) runs in passes of at most the default prefill_chunk tokens
+ *      (prefillPasses, Setup.prefill_passes): a prompt that fits in a chunk is never split, each
+ *      pass packing floor(chunk / prompt_len) whole prompts and the last the rest; a longer
+ *      prompt runs alone in ceil(prompt_len / chunk) pieces, each after the cache of the pieces
+ *      before it, only the last computing logits (the others skip the LM head). Every pass reads
+ *      the weights again and runs its own collectives; each kernel's FLOPs, bytes and per-pass
+ *      times, the collectives' times, least costs and bytes are summed over the passes
+ *      (calculator._prefill). The LM head runs on each prompt's last position only.
+ *   4. TPOT is the exact mean over the output_len - 1 decode steps (contexts prompt_len + 1 ...):
  *      between the exported breaks every kernel's FLOPs and bytes are affine in the context, so
  *      the mean of its max over each segment has a closed form (meanOfMax, the library's
  *      _mean_of_max); the segments' means are weighted by their steps. This equals the library's
  *      step-by-step sum, which it uses when a sliding window fills mid-way.
- *   4. The floor of a phase (busy(), calculator._busy): the largest busy time of the math units
+ *   5. The floor of a phase (busy(), calculator._busy): the largest busy time of the math units
  *      (sum of FLOPs / peak), the memory (sum of bytes / bandwidth), the link and the network
- *      (the collectives at their least cost, Setup.allreduce_floor), plus the collectives'
- *      latencies for one sequence (for two or more they only join the max); the resource with
- *      the largest is the limit. TPOT's floor is the exact mean of each step's floor: per segment
- *      between the breaks the mean of the upper envelope of affine lines (meanOfEnvelope,
- *      calculator._mean_of_envelope; the library's _decode_floor).
- *   5. Memory per GPU: weights + KV cache at the final context + activations (one prefill chunk
- *      of one layer and the last fp32 logits) against capacity less the reserve (_memory).
- *   6. Checks in the library's order, each answered with the library's own message.
+ *      (the collectives at their least cost, Setup.allreduce_floor, for the prefill summed over
+ *      its passes), plus the collectives' latencies where every pass holds one sequence (else
+ *      they only join the max); the resource with the largest is the limit. TPOT's floor is
+ *      the exact mean of each step's floor: per segment between the breaks the mean of the
+ *      upper envelope of affine lines (meanOfEnvelope, calculator._mean_of_envelope; the
+ *      library's _decode_floor).
+ *   6. Memory per GPU: weights + KV cache at the final context + activations (one layer's for
+ *      the largest prefill pass, prefillPassTokens = deployment.prefill_pass_tokens:
+ *      min(B, floor(chunk / L)) L tokens for a prompt of L <= chunk, else chunk; and the last
+ *      fp32 logits) against capacity less the reserve (_memory).
+ *   7. Checks in the library's order, each answered with the library's own message.
  * tests/test_calculator_page.py (in Chromium) and tests/test_webcalc.py (under node) compare every
  * number with estimate() for random settings.
  */
@@ -116,17 +128,44 @@
     return [new Map([...sums].map(([k, v]) => [k, v.map((x) => x / steps)])), envelope / steps];
   }
 
-  /* calculator._busy: each resource's busy time in a pass, its floor and the resource that sets
-   * it. collectives: [link, network, latency] (Setup.allreduce_floor); one sequence adds the
-   * latency to the floor, two or more only put it in the max. */
-  function busy(compute, memory, [link, network, latency], sequences, kernelByKernel, floor) {
-    const added = sequences === 1 ? latency : 0;
+  /* calculator._busy: each resource's busy time in a phase, its floor and the resource that
+   * sets it. collectives: [link, network, latency] (Setup.allreduce_floor, summed over the
+   * passes); single (every pass holds one sequence) adds the latency to the floor, else it only
+   * joins the max. */
+  function busy(compute, memory, [link, network, latency], single, kernelByKernel, floor) {
+    const added = single ? latency : 0;
     const terms = {compute, memory, interconnect: link, network, latency: latency - added};
     let limit = "compute";
     for (const k in terms) if (terms[k] > terms[limit]) limit = k;
     return {compute, memory, interconnect: link, network, latency, latency_added: added,
       floor: floor === undefined ? terms[limit] + added : floor,
       kernel_by_kernel: kernelByKernel, limit};
+  }
+
+  /* Setup.prefill_passes: the passes of a prefill in chunks of at most `chunk` tokens, as groups
+   * {count, batch, nNew, nPast, logits} of identical passes (groups of no pass left out). A
+   * prompt that fits in a chunk is never split: each pass packs floor(chunk / p) whole prompts,
+   * the last pass the rest. A longer prompt runs alone in ceil(p / chunk) passes, piece j adding
+   * min(chunk, p - j chunk) tokens after j chunk cached ones, the last piece its logits. */
+  function prefillPasses(b, p, chunk) {
+    if (p <= chunk) {
+      const perPass = Math.max(Math.floor(chunk / Math.max(p, 1)), 1),
+        full = Math.floor(b / perPass), rest = b % perPass, groups = [];
+      if (full > 0) groups.push({count: full, batch: perPass, nNew: p, nPast: 0, logits: perPass});
+      if (rest > 0) groups.push({count: 1, batch: rest, nNew: p, nPast: 0, logits: rest});
+      return groups;
+    }
+    const pieces = Math.ceil(p / chunk), groups = [];
+    for (let j = 0; j < pieces; j++) {
+      groups.push({count: b, batch: 1, nNew: Math.min(chunk, p - j * chunk), nPast: j * chunk,
+        logits: j === pieces - 1 ? 1 : 0});
+    }
+    return groups;
+  }
+
+  /* deployment.prefill_pass_tokens: the tokens of the largest pass, whose activations vram sizes */
+  function prefillPassTokens(b, p, chunk) {
+    return p <= chunk ? Math.min(b, Math.max(Math.floor(chunk / Math.max(p, 1)), 1)) * p : chunk;
   }
 
   function pyRepr(raw, x) {  // how Python's repr names the bad value the library was given
@@ -234,7 +273,7 @@
     let tpot = 0, flops = 0, moved = 0, decodeMath = 0;
     for (const [k, [f, mv, t]] of means) { tpot += t; flops += f; moved += mv; decodeMath += f / peakOf(k); }
     tpot += decodeAr;
-    const decodeBusy = busy(decodeMath, moved / bw, decodeColl, b, tpot,
+    const decodeBusy = busy(decodeMath, moved / bw, decodeColl, b === 1, tpot,
       envelope + (b === 1 ? decodeColl[2] : 0));
     if (summary) {  // for the chart
       return {batch: b, tpot_s: tpot, throughput_tok_s: b / tpot, tpot_floor_s: decodeBusy.floor,
@@ -242,15 +281,31 @@
     }
 
     const mem = memory(m, modelTp, n, chip, sizes, b, p, o);
-    const prefill = kernels(m, modelTp, sizes, prefillFn, b, p, 0, b);
-    const prefillTimes = new Map([...prefill].map(([k, [f, mv]]) =>
-      [k, Math.max(f / peakOf(k), mv / bw)]));
-    const prefillAr = allreduce(b * p, b);  // logits at each prompt's last position
+    // calculator._prefill: in chunks, each pass's kernels on their rooflines and its own
+    // collectives, summed over the passes; logits at each prompt's last position only
+    const prefill = new Map(), prefillTimes = new Map(), prefillColl = [0, 0, 0];
+    let prefillAr = 0, prefillArBytes = 0, single = true;
+    for (const g of prefillPasses(b, p, D.defaults.prefill_chunk)) {
+      const pass = kernels(m, modelTp, sizes, prefillFn, g.batch, g.nNew, g.nPast, g.logits);
+      if (g.logits === 0) pass.set("lm_head", [0, 0]);  // no logits: the LM head is skipped
+      for (const [k, [f, mv]] of pass) {
+        const acc = prefill.get(k) || [0, 0];
+        prefill.set(k, [acc[0] + g.count * f, acc[1] + g.count * mv]);
+        prefillTimes.set(k, (prefillTimes.get(k) || 0)
+          + g.count * Math.max(f / peakOf(k), mv / bw));
+      }
+      const tokens = g.batch * g.nNew;
+      prefillAr += g.count * allreduce(tokens, g.logits);
+      collectives(tokens, g.logits).forEach((x, i) => { prefillColl[i] += g.count * x; });
+      prefillArBytes += g.count * (modelTp.allreduceBytesPerToken * tokens
+        + modelTp.gatherBytesPerToken * g.logits);
+      single = single && g.batch === 1;
+    }
     let ttft = 0, prefillMath = 0, prefillBytes = 0;
     for (const t of prefillTimes.values()) ttft += t;
     for (const [k, [f, mv]] of prefill) { prefillMath += f / peakOf(k); prefillBytes += mv; }
     ttft += prefillAr;
-    const prefillBusy = busy(prefillMath, prefillBytes / bw, collectives(b * p, b), b, ttft);
+    const prefillBusy = busy(prefillMath, prefillBytes / bw, prefillColl, single, ttft);
     const queue = D.defaults.queue_s;
     ttft += queue;
 
@@ -272,7 +327,7 @@
       resources: {prefill: prefillBusy, decode: decodeBusy},
       breakdown: {
         prefill: phaseRows(prefill, prefillTimes, mathOf, peakOf, bw, prefillAr + queue,
-          modelTp.allreduceBytesPerToken * (b * p) + modelTp.gatherBytesPerToken * b, n),
+          prefillArBytes, n),
         decode: phaseRows(decode, decodeTimes, mathOf, peakOf, bw, decodeAr,
           (modelTp.allreduceBytesPerToken + modelTp.gatherBytesPerToken) * b, n),
       },
@@ -283,7 +338,7 @@
     let weights = 0;
     m.params.forEach((x, i) => { weights += x * tp.shares[i] * (m.head[i] ? sizes.head : sizes.weight); });
     const kvCache = b * D.passes[m.name].kvCache(p + o) * tp.kvShare * sizes.kv;
-    const tokens = Math.min(b * p, D.defaults.prefill_chunk);
+    const tokens = prefillPassTokens(b, p, D.defaults.prefill_chunk);  // the largest pass
     const activations = tokens * tp.actPerToken * D.sizes.act
       + b * m.vocab / n * 4;  // the last position's fp32 logits
     const capacity = chip.memoryBytes, reserve = D.defaults.reserve_fraction * capacity;
@@ -308,7 +363,7 @@
       Number(state.output));
   }
 
-  const api = {estimate, maxBatch, meanOfMax, meanOfEnvelope, CalcError, data: D};
+  const api = {estimate, maxBatch, meanOfMax, meanOfEnvelope, prefillPasses, CalcError, data: D};
   if (typeof module !== "undefined" && module.exports) { module.exports = api; return; }
   root.llmCalc = api;
 

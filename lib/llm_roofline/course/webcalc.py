@@ -28,9 +28,12 @@ Data
     of the checks, all computed by calling the library.
 
 What the browser writes by hand (``book/_calculator/calculator.js``, documented there): summing
-the per-op rooflines with these shares into kernels, each at its own peak, memory as weights +
-KV + activations + reserve, the exact mean of TPOT over the decode steps, and the floors (the
-busiest resource, ``calculator._busy``, ``_decode_floor``). ``tests/test_calculator_page.py``
+the per-op rooflines with these shares into kernels, each at its own peak, the prefill's passes
+of at most the default ``prefill_chunk`` tokens (``Setup.prefill_passes``, summed as
+``calculator._prefill`` sums them; the prefill's functions take ``n_past`` for the pieces of a
+long prompt), memory as weights + KV + activations of the largest pass
+(``deployment.prefill_pass_tokens``) + reserve, the exact mean of TPOT over the decode steps, and
+the floors (the busiest resource, ``calculator._busy``, ``_decode_floor``). ``tests/test_calculator_page.py``
 compares the page with ``estimate`` for hundreds of random settings.
 
 ``setup(app)`` makes this module a Sphinx extension (``_config.yml``: ``extra_extensions``): the
