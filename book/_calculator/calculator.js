@@ -57,8 +57,9 @@
 
   function kernels(m, tp, sizes, fn, B, nNew, nPast, logitsTokens) {
     const rows = fn(B, nNew, nPast);
-    if (logitsTokens !== undefined) {  // the LM head runs on each sequence's last position only
-      rows[m.ops.indexOf("lm_head")] = fn(logitsTokens, 1, 0)[m.ops.indexOf("lm_head")];
+    if (logitsTokens !== undefined) {  // the LM head and the sampler run where logits are kept
+      const head = fn(logitsTokens, 1, 0);
+      for (const op of ["lm_head", "sampling"]) rows[m.ops.indexOf(op)] = head[m.ops.indexOf(op)];
     }
     const out = new Map();
     rows.forEach(([f, w, kv], i) => {
@@ -287,7 +288,10 @@
     let prefillAr = 0, prefillArBytes = 0, single = true;
     for (const g of prefillPasses(b, p, D.defaults.prefill_chunk)) {
       const pass = kernels(m, modelTp, sizes, prefillFn, g.batch, g.nNew, g.nPast, g.logits);
-      if (g.logits === 0) pass.set("lm_head", [0, 0]);  // no logits: the LM head is skipped
+      if (g.logits === 0) {  // no logits: the LM head and the sampler are skipped
+        pass.set("lm_head", [0, 0]);
+        pass.set("sampling", [0, 0]);
+      }
       for (const [k, [f, mv]] of pass) {
         const acc = prefill.get(k) || [0, 0];
         prefill.set(k, [acc[0] + g.count * f, acc[1] + g.count * mv]);
