@@ -33,6 +33,15 @@ def test_group_scales_are_spread_over_the_group():
     assert bytes_per_element("int8", group_size=64, scale_dtype="fp32") == 1 + Fraction(4, 64)
 
 
+def test_awq_stores_a_zero_point_beside_each_scale():
+    """AWQ (int4_zp): 4 bits a weight, and per group of 128 a 16-bit scale and a 4-bit zero:
+    1/2 + (2 + 1/2)/128 = 0.51953125 bytes a weight, against 0.515625 for symmetric int4."""
+    assert bytes_per_element("awq", 128) == Fraction(1, 2) + Fraction(5, 2 * 128) == 0.51953125
+    assert float(bytes_per_element("gptq", 128)) == 0.515625
+    assert canonical("AWQ") == "int4_zp" and bytes_per_element("int4_zp") == Fraction(1, 2)
+    assert nbytes(256, "int4_zp", group_size=128) == 128 + 2 * (2 + Fraction(1, 2))
+
+
 def test_nbytes_is_exact_and_counts_started_groups():
     assert nbytes(4096 * 4096, "bf16") == 33_554_432
     assert nbytes(3, "int4") == Fraction(3, 2)

@@ -53,14 +53,19 @@ def test_no_row_is_dropped_silently(rows):
     usable = M.usable(rows)
     rest = M.not_reproducible(rows)
     assert len(usable) + len(rest) == 116
-    assert len(usable) == 81
+    assert len(usable) == 84
+    # the L40S rows (54, 61, 62) map to the L40S: TensorRT-LLM v0.5, Llama-2-7B in FP8
+    assert [r.accelerator for r in rows if r.number in (54, 61, 62)] == ["L40S"] * 3
+    # AWQ checkpoints store a zero point per group (int4_zp); GPTQ-Int4 is read as symmetric
+    assert {r.weight_dtype for r in usable if "awq" in r.precision.lower()} == {"int4_zp"}
+    assert {r.weight_dtype for r in usable if "gptq-int4" in r.precision.lower()} == {"int4"}
     assert all(r.reason for r in rest) and all(r.reason is None for r in usable)
 
 
 @pytest.mark.parametrize(("number", "words"), [
     (81, "speculative"),          # DeepSeek-R1 MTP batch 1 on 8 x H200
     (12, "accelerator data: MI250X"),  # a GPU the library lacks
-    (54, "L40S"),
+    (95, "accelerator data: RTX 3090 Ti"),  # another GPU the library lacks
     (97, "A100 (PCIe)"),
     (75, "batch not reported"),   # TensorRT-LLM v1.0 max-throughput run
     (52, "ambiguous unit"),       # the A100 TP4 table: per GPU or total?
@@ -141,7 +146,7 @@ def test_no_published_row_beats_the_bound(comparisons):
     """Every usable row: measured never faster than the floor (mbu = mfu = 1), up to half a
     unit of the last digit the source published; nor, in today's data, than the kernel-by-kernel
     time (``bound``, an old name), which overlap could beat (tests/test_floor.py counts them)."""
-    assert len(comparisons) == 81
+    assert len(comparisons) == 84
     assert [c.row.number for c in comparisons if c.beats_floor] == []
     beaten = [(c.row.number, c.measured, c.bound) for c in comparisons if c.beats_bound]
     assert beaten == []

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import counts, formulas, validate
-from .dtypes import bytes_per_element, canonical
+from .dtypes import GROUPED, bytes_per_element, canonical
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
@@ -398,7 +398,8 @@ def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -
         chip.peak(compute_dtype)  # raises if the chip lacks it
         return canonical(compute_dtype)
     # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16)
-    wanted = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int4": "bf16"}.get(weights, weights)
+    wanted = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int4": "bf16", "int4_zp": "bf16"}.get(
+        weights, weights)
     # else dequantised to 16 bits; a chip with no 16-bit peak in the data (a measured CPU has
     # only the fp32 peak it was measured at) computes in the widest precision it has
     for dtype in (wanted, "bf16", "fp16", "fp32"):
@@ -428,7 +429,7 @@ def _describe_precision(weights: str, kv: str, compute: str, head: str, attentio
 
 def _sizes(weights: str, kv: str, act: str, group_size: int) -> dict[str, float]:
     """Bytes per element: body weights, 16-bit head, KV cache, activations."""
-    group = group_size if weights == "int4" else None
+    group = group_size if weights in GROUPED else None
     return {
         "weight": float(bytes_per_element(weights, group)),
         "head": float(bytes_per_element(weights if weights in _FLOAT_FORMATS else "bf16")),

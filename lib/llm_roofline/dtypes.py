@@ -2,7 +2,10 @@
 
 Sizes are exact (``fractions.Fraction``): an int4 weight is 1/2 byte, and a quantised
 tensor also stores one scale per group of ``group_size`` elements, so int4 with fp16
-scales per 128 weights costs 1/2 + 2/128 bytes per weight.
+scales per 128 weights costs 1/2 + 2/128 = 0.5156 bytes per weight: the symmetric format of
+GPTQ checkpoints with ``sym=True`` and of llama.cpp's Q4_0. ``int4_zp`` is the asymmetric
+format of AWQ (and of GPTQ with ``sym=False``): each group also stores a 4-bit zero point, so
+1/2 + (2 + 1/2)/128 = 0.5195 bytes per weight at group 128.
 
 Names forgive case, ``-``, spaces and the PyTorch spellings: ``"BF16"``, ``"bfloat16"``,
 ``"fp8-e4m3"`` and ``"float8_e4m3fn"`` all work; ``"fp8"`` means ``"fp8_e4m3"``.
@@ -14,7 +17,7 @@ from fractions import Fraction
 
 from .validate import shorten
 
-__all__ = ["bytes_per_element", "canonical", "list_dtypes", "nbytes"]
+__all__ = ["GROUPED", "bytes_per_element", "canonical", "list_dtypes", "nbytes"]
 
 # Bytes per element of each canonical format.
 _BYTES: dict[str, Fraction] = {
@@ -25,7 +28,13 @@ _BYTES: dict[str, Fraction] = {
     "fp8_e5m2": Fraction(1),
     "int8": Fraction(1),
     "int4": Fraction(1, 2),
+    "int4_zp": Fraction(1, 2),
 }
+
+GROUPED = frozenset({"int4", "int4_zp"})
+"""The formats stored in groups, each group with its own scale (``int4_zp``: and zero point)."""
+
+_ZERO_POINT = {"int4_zp": Fraction(1, 2)}  # bytes of one group's zero point
 
 _ALIASES: dict[str, str] = {
     "fp8": "fp8_e4m3",
@@ -37,6 +46,8 @@ _ALIASES: dict[str, str] = {
     "float8_e4m3fn": "fp8_e4m3",
     "float8_e4m3": "fp8_e4m3",
     "float8_e5m2": "fp8_e5m2",
+    "awq": "int4_zp",
+    "gptq": "int4",
 }
 
 
@@ -72,14 +83,15 @@ def bytes_per_element(
 ) -> Fraction:
     """Bytes one element costs in memory, exactly.
 
-    With ``group_size`` the cost of one ``scale_dtype`` scale per group is spread over
-    the group: ``bytes_per_element("int4", 128) == Fraction(1, 2) + Fraction(2, 128)``.
+    With ``group_size`` the cost of one ``scale_dtype`` scale per group (and, for ``int4_zp``,
+    one 4-bit zero point) is spread over the group:
+    ``bytes_per_element("int4", 128) == Fraction(1, 2) + Fraction(2, 128)``.
     """
-    size = _BYTES[canonical(dtype)]
+    key = canonical(dtype)
     _check_group(group_size)
     if group_size is None:
-        return size
-    return size + _BYTES[canonical(scale_dtype)] / group_size
+        return _BYTES[key]
+    return _BYTES[key] + (_BYTES[canonical(scale_dtype)] + _ZERO_POINT.get(key, 0)) / group_size
 
 
 def nbytes(
@@ -91,8 +103,9 @@ def nbytes(
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n (number of elements) must be a non-negative integer, got {shorten(n)}")
-    size = n * _BYTES[canonical(dtype)]
+    key = canonical(dtype)
+    size = n * _BYTES[key]
     _check_group(group_size)
     if group_size is None:
         return size
-    return size + -(-n // group_size) * _BYTES[canonical(scale_dtype)]
+    return size + -(-n // group_size) * (_BYTES[canonical(scale_dtype)] + _ZERO_POINT.get(key, 0))

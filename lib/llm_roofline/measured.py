@@ -85,6 +85,7 @@ _GPUS = (
     ("B200-180GB", "B200"),
     ("MI300X-192GB", "MI300X"),
     ("RTX 4090", "RTX 4090"),
+    ("L40S", "L40S"),
 )
 _GPU_NOTES = {
     "A100-80GB (SXM/PCIe": "form factor not stated: bound at the SXM part's figures, the faster",
@@ -245,7 +246,9 @@ def _precision(text: str) -> tuple[str, str, str | None, int] | str:
         return "int8", kv, "bf16", 128
     if "int4" in t or "4-bit" in t:
         group = 32 if "group 32" in t else 128
-        return "int4", kv, "bf16", group
+        # AWQ stores a 4-bit zero point per group beside the scale; the others are read as
+        # symmetric (GPTQ's sym=True, as Qwen's GPTQ-Int4 checkpoints are)
+        return ("int4_zp" if "awq" in t else "int4"), kv, "bf16", group
     if t.startswith(("bf16", "not stated")):
         return "bf16", "bf16", None, 128
     if t.startswith(("fp16", "f16")):

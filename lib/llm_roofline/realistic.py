@@ -242,7 +242,7 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
 
 def _weight_only(weight_dtype: str, compute_dtype: str) -> bool:
     """Integer weights dequantised to 16-bit math (W8A16, W4A16): ``mbu_weight_only`` applies."""
-    return weight_dtype in ("int8", "int4") and compute_dtype in ("bf16", "fp16")
+    return weight_dtype in ("int8", "int4", "int4_zp") and compute_dtype in ("bf16", "fp16")
 
 
 def _blend(rest: Estimate, attention: Estimate, phase: str, overlap: float, chip: Accelerator):
