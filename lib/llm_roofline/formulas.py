@@ -541,7 +541,8 @@ def kv_intensity_expr() -> sp.Expr:
 #   ``S`` cached tokens to make one token.
 #
 # ``op_costs`` uses the naive form for a pass with ``n_new > 1`` and the absorbed form for a
-# decode step (``n_new == 1``), as DeepSeek's inference code and vLLM do.
+# decode step (``n_new == 1``), as vLLM and SGLang switch between them; DeepSeek's own
+# inference code absorbs in every pass (``attn_impl = "absorb"``).
 
 n_experts, top_k, d_expert = sp.symbols("E k d_expert", positive=True, integer=True)
 

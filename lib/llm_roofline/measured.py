@@ -625,7 +625,8 @@ def reasons_summary(rows: list[Row]) -> list[dict]:
 
 _COLOURS = {"vLLM": "#1f77b4", "SGLang": "#9467bd", "TensorRT-LLM": "#2ca02c", "NIM": "#17becf",
             "lmdeploy": "#ff7f0e", "gpt-fast": "#d62728", "others": "#7f7f7f"}
-_MARKERS = {"A100": "o", "H100": "s", "H200": "D", "B200": "P", "MI300X": "^", "RTX 4090": "v"}
+_MARKERS = {"A100": "o", "H100": "s", "H200": "D", "B200": "P", "MI300X": "^", "RTX 4090": "v",
+            "L40S": "<", "A100 40GB": "h"}
 
 
 def plot_against_bound(comparisons: list[Comparison], *, times: bool = False):
