@@ -85,7 +85,7 @@ def test_linear_flops_are_two_per_matrix_parameter_per_token(gated):
     e = F.op_expressions(gated_mlp=gated, logits="all")
     flops = sum(e[op][0] for op in F.LINEAR_OPS)
     assert sp.expand(flops - 2 * F.linear_params_expr(gated_mlp=gated) * F.B * F.n_new) == 0
-    assert F.linear_flops_expr() == 2 * F.P * F.B * F.L
+    assert F.linear_flops_expr() == 2 * F.N * F.B * F.L
     # by default the LM head runs at each sequence's last position: B tokens, not B * n_new
     last = F.op_expressions(gated_mlp=gated)
     head = 2 * F.vocab * F.d_model

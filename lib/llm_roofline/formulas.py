@@ -93,7 +93,7 @@ import sympy as sp
 
 __all__ = [
     "ACTIVATION_FLOPS", "ATTENTION_OPS", "B", "L", "LINEAR_OPS", "L_ctx", "MLA_ATTENTION_OPS",
-    "MOE_MLP_OPS", "OPS", "P", "at_decode", "at_prefill", "attention_flops_expr",
+    "MOE_MLP_OPS", "N", "OPS", "SAMPLING_FLOPS", "at_decode", "at_prefill", "attention_flops_expr",
     "attention_pairs_expr", "b_act", "b_kv", "b_w", "d_expert", "d_ff", "d_model", "d_nope",
     "d_rope", "d_v", "expected_experts_expr", "expressions_for", "head_dim", "keys_read_expr",
     "kv_intensity_expr", "kv_rank", "kv_read_bytes_expr", "linear_flops_expr",
@@ -127,8 +127,8 @@ L, L_ctx = sp.symbols("L L_ctx", positive=True, integer=True)
 _N_NEW, _N_PAST = n_new, n_past  # op_costs's arguments share these names
 
 
-# the article's aggregate parameter count
-P = sp.symbols("P", positive=True, integer=True)
+# the aggregate parameter count (the article writes P; this book keeps P for performance)
+N = sp.symbols("N", positive=True, integer=True)
 
 
 # bytes per element of weights, KV cache and activations
@@ -460,17 +460,17 @@ def linear_params_expr(*, gated_mlp: bool = True) -> sp.Expr:
 
 # --- the article's identities ------------------------------------------------------------
 def linear_flops_expr() -> sp.Expr:
-    """FLOPs of the linear layers over ``B x L`` tokens: 2 per parameter per token, ``2*P*B*L``."""
-    return 2 * P * B * L
+    """FLOPs of the linear layers over ``B x L`` tokens: 2 per parameter per token, ``2*N*B*L``."""
+    return 2 * N * B * L
 
 
 def linear_weight_bytes_expr() -> sp.Expr:
-    """Weight traffic of the linear layers: each of the ``P`` parameters read once, ``b_w*P``."""
-    return b_w * P
+    """Weight traffic of the linear layers: each of the ``N`` parameters read once, ``b_w*N``."""
+    return b_w * N
 
 
 def linear_intensity_expr(bytes_per_param=2) -> sp.Expr:
-    """FLOPs per weight byte of the linear layers, ``2*P*B*L / (b_w*P)``: ``B*L`` at 2 bytes."""
+    """FLOPs per weight byte of the linear layers, ``2*N*B*L / (b_w*N)``: ``B*L`` at 2 bytes."""
     ratio = linear_flops_expr() / linear_weight_bytes_expr()
     return sp.simplify(ratio.subs(b_w, bytes_per_param))
 
