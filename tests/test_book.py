@@ -88,3 +88,18 @@ def test_glossary_defines_the_terms_pages_link(built_book):
     assert not missing, f"terms not in the glossary: {missing}"
     errata = (built_book / "book" / "errata.html").read_text()
     assert errata.count('href="glossary.html#term-') >= 10, "the errata links few glossary terms"
+
+
+def test_no_page_prints_a_warning(built_book):
+    """No executed output on any page is a warning (matplotlib's, NumPy's, the library's):
+    stderr blocks are searched in every built page, the chapters' and the book pages'."""
+    stderr = re.compile(r'<div class="output stderr[^"]*">(.*?)</div>', re.S)
+    found = []
+    for page in sorted(built_book.rglob("*.html")):
+        if "_static" in page.parts:
+            continue
+        for block in stderr.findall(page.read_text(errors="replace")):
+            if "Warning" in block:
+                text = re.sub(r"<[^>]+>", "", block).strip()
+                found.append(f"{page.relative_to(built_book)}: {text[:200]}")
+    assert not found, "warnings printed into pages:\n" + "\n".join(found)

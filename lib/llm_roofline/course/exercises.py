@@ -2,12 +2,12 @@
 
 Importing this module imports each chapter module, and each registers its exercises with
 :mod:`llm_roofline.course.registry`; the registry itself imports no chapter, so no import
-goes in a circle. A notebook writes ``from llm_roofline.course.exercises import check``.
+goes in a circle. A notebook writes ``from llm_roofline.course.exercises import check, hint``.
 """
 
 from __future__ import annotations
 
 from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08  # noqa: F401  (each registers its checks)
-from .registry import Verdict, check, list_exercises
+from .registry import Hint, Verdict, check, hint, list_exercises
 
-__all__ = ["Verdict", "check", "list_exercises"]
+__all__ = ["Hint", "Verdict", "check", "hint", "list_exercises"]

@@ -27,7 +27,8 @@ import numpy as np
 from .. import validate
 from ..validate import shorten
 
-__all__ = ["Exercise", "Verdict", "check", "list_exercises", "register", "smallest"]
+__all__ = ["Exercise", "Hint", "Verdict", "check", "hint", "list_exercises", "register",
+           "register_hint", "smallest"]
 
 #: answers are compared on a log scale; sizes outside this range are refused as typos
 _SMALLEST, _LARGEST = 1e-100, 1e100
@@ -63,6 +64,34 @@ class Verdict:
 
 _REGISTRY: dict[str, Exercise] = {}
 
+_HINTS: dict[str, str] = {}  # hints of the exercises with no numeric answer to check
+
+
+@dataclass(frozen=True)
+class Hint:
+    """An exercise's hint, shown collapsed: a ``<details>`` element on the website and in
+    JupyterLab (the reader opens it), plain text elsewhere (the PDF, a terminal)."""
+
+    id: str
+    text: str
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return (f'<details class="exercise-hint"><summary>Hint</summary>'
+                f"<p>{escape(self.text)}</p></details>")
+
+    def _repr_latex_(self) -> str:
+        special = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}",
+                                                    "^": r"\textasciicircum{}",
+                                                    "\\": r"\textbackslash{}"}
+        return r"\textit{Hint:} " + "".join(special.get(c, c) for c in self.text)
+
+    def __str__(self) -> str:
+        return f"Hint: {self.text}"
+
+    __repr__ = __str__
+
 
 def register(id: str, expected: Callable[[], float], *, unit: str, hint: str,
              rtol: float = 0.01,
@@ -89,6 +118,29 @@ def register(id: str, expected: Callable[[], float], *, unit: str, hint: str,
             raise ValueError(f"each mistake must be (function, explanation), got {shorten(mistake)}")
     _REGISTRY[id] = Exercise(id, expected, unit, rtol, hint, tuple(mistakes))
     return _REGISTRY[id]
+
+
+def register_hint(id: str, text: str) -> None:
+    """The hint of an exercise with no numeric answer (a design problem, a why-question)."""
+    id = validate.text("exercise id", id, limit=100)
+    if id in _REGISTRY or id in _HINTS:
+        raise ValueError(f"exercise id {id!r} is already registered")
+    _HINTS[id] = validate.text("hint", text, limit=2000)
+
+
+def hint(id: str) -> Hint:
+    """The hint of exercise ``id``: the one ``check`` gives, or the one ``register_hint`` set.
+
+    A chapter shows it collapsed just before the exercise's solution, so that a reader of the
+    website gets the same hint a reader running the notebook gets from ``check``.
+    """
+    id = validate.text("exercise id", id, limit=100)
+    if id in _REGISTRY:
+        return Hint(id, _REGISTRY[id].hint)
+    if id in _HINTS:
+        return Hint(id, _HINTS[id])
+    known = ", ".join(sorted([*_REGISTRY, *_HINTS])[:12])
+    raise ValueError(f"unknown exercise id {shorten(id)}; known: {known}, ...")
 
 
 def list_exercises() -> list[str]:
