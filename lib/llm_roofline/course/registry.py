@@ -177,7 +177,7 @@ def check(id: str, answer: float) -> Verdict:
             f"(or 0), got {shorten(answer)}: check its unit and exponent"
         )
     expected = float(exercise.expected())
-    tolerance = f"{100 * exercise.rtol:.2g} %" if exercise.rtol else "exact"
+    tolerance = _tolerance(exercise.rtol)
     if math.isclose(value, expected, rel_tol=exercise.rtol, abs_tol=0.0):
         return Verdict(True, f"{id}: correct ({value:g} {exercise.unit}, tolerance {tolerance}).")
     if value <= 0 < expected:
@@ -193,6 +193,13 @@ def check(id: str, answer: float) -> Verdict:
         False,
         f"{id}: not yet: {value:g} {exercise.unit} is {off} (tolerance {tolerance}). Hint: {hint}",
     )
+
+
+def _tolerance(rtol: float) -> str:
+    """A relative tolerance in words: ``"1 %"``, ``"0.5 %"``; below 0.01 % it is exact."""
+    if 100 * rtol < 0.01:
+        return "exact, up to rounding" if rtol else "exact"
+    return f"{100 * rtol:.2g} %"
 
 
 def smallest(predicate, low: int, high: int) -> int:
