@@ -1,5 +1,6 @@
 """Front ends: the scrubber is self-contained HTML with a range slider; live binds a function."""
 
+import io
 import re
 
 import matplotlib
@@ -41,7 +42,19 @@ def test_live_binds_controls_to_a_pure_function():
 def test_html_table_formats_floats_and_missing_values():
     html = html_table([{"chip": "A<100", "ridge": 153.016, "fp8": None}]).data
     assert ">ridge</th>" in html and ">153.0</td>" in html
-    assert ">&ndash;</td>" in html and ">A&lt;100</td>" in html
+    assert ">\u2013</td>" in html and ">A&lt;100</td>" in html
+    assert 'class="llm-table"' in html  # its first column stays in view while it scrolls
+
+
+def test_tables_and_scrubbers_have_a_print_form():
+    """The PDF builder takes text/latex for a table and image/png for a scrubber."""
+    latex = html_table([{"chip": "A_100 & co", "ridge": 153.016, "fp8": None}])._repr_latex_()
+    assert r"\begin{tabular}{lrr}" in latex and r"A\_100 \& co & 153.0 & -- \\" in latex
+    shown = scrubber(lambda ax, v: ax.plot([0, v]), [1, 2, 3, 4, 5, 6, 7, 8], figsize=(2, 1.5))
+    png = shown._repr_png_()
+    assert png.startswith(b"\x89PNG")
+    image = plt.imread(io.BytesIO(png), format="png")
+    assert image.shape[1] == 2 * 2 * 96 and image.shape[0] == 3 * 1.5 * 96  # 2 x 3 frames
     per_column = html_table([{"GB": 80.0, "ridge": 153.016}], floatfmt={"GB": "{:.0f}"}).data
     assert ">80</td>" in per_column and ">153.0</td>" in per_column
     with pytest.raises(ValueError, match="at least one row"):

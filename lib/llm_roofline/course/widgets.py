@@ -7,6 +7,10 @@ No arithmetic here. A figure is drawn by a pure function from the library (for e
   on the static website with no kernel (matplotlib's ``FuncAnimation.to_jshtml``);
 - ``live`` binds ipywidgets controls to the function for a running kernel;
 - ``html_table`` shows a library table (a list of dicts) on the page.
+
+Each also has a print form, for the PDF built from the same pages: a scrubber prints as small
+multiples of its frames (``image/png``), a table as a LaTeX tabular (``text/latex``). MyST-NB
+picks each builder's form from the output's MIME bundle, so no cell is written twice.
 """
 
 from __future__ import annotations
@@ -17,7 +21,72 @@ from collections.abc import Callable, Sequence
 
 from ..validate import integer, real, sequence, shorten, text
 
-__all__ = ["html_table", "live", "scrubber"]
+__all__ = ["Scrubber", "Table", "html_table", "live", "scrubber"]
+
+
+def _html_class():
+    from IPython.display import HTML
+
+    return HTML
+
+
+class Scrubber(_html_class()):
+    """A scrubber's HTML; printed (``_repr_png_``) as small multiples of up to six of its
+    frames, evenly spaced from the first to the last."""
+
+    _PRINTED = 6
+
+    def _repr_png_(self) -> bytes:
+        import base64
+        import io
+
+        import matplotlib.pyplot as plt
+
+        # to_jshtml wraps each frame's base64 over lines ending in a backslash; the decoder
+        # drops those characters
+        frames = re.findall(r"data:image/png;base64,([^\"']+)", self.data)
+        if not frames:
+            return None
+        count = min(len(frames), self._PRINTED)
+        picked = [frames[round(i * (len(frames) - 1) / max(count - 1, 1))] for i in range(count)]
+        columns = 1 if count == 1 else 2
+        rows = -(-count // columns)
+        images = [plt.imread(io.BytesIO(base64.b64decode(f)), format="png") for f in picked]
+        height, width = images[0].shape[:2]
+        fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=100,
+                                 figsize=(columns * width / 100, rows * height / 100))
+        for ax in axes.flat:
+            ax.set_axis_off()
+        for ax, image in zip(axes.flat, images, strict=False):
+            ax.imshow(image)
+        fig.subplots_adjust(0, 0, 1, 1, 0.02, 0.02)
+        out = io.BytesIO()
+        fig.savefig(out, format="png", dpi=100)
+        plt.close(fig)
+        return out.getvalue()
+
+
+class Table(_html_class()):
+    """An ``html_table``'s HTML; printed (``_repr_latex_``) as a LaTeX tabular."""
+
+    def __init__(self, html: str, header: list[str], cells: list[list[str]], numeric: list[bool]):
+        super().__init__(html)
+        self._latex = (header, cells, numeric)
+
+    def _repr_latex_(self) -> str:
+        header, cells, numeric = self._latex
+        special = {c: "\\" + c for c in "&%$#_{}"} | {
+            "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+        def tex(value: str) -> str:
+            return "".join(special.get(c, c) for c in value.replace("\u2013", "--"))
+
+        spec = "".join("r" if n else "l" for n in numeric)
+        lines = [r"\begin{center}\small\begin{tabular}{" + spec + "}", r"\hline",
+                 " & ".join(r"\textbf{" + tex(h) + "}" for h in header) + r" \\", r"\hline"]
+        lines += [" & ".join(tex(c) for c in row) + r" \\" for row in cells]
+        lines += [r"\hline", r"\end{tabular}\end{center}"]
+        return "\n".join(lines)
 
 
 # to_jshtml links Font Awesome from a CDN for its button icons; the book reads offline,
@@ -46,7 +115,6 @@ def scrubber(
     fit the book's column without scaling, so 9-pt text reads as 9 pt.
     """
     import matplotlib.pyplot as plt
-    from IPython.display import HTML
     from matplotlib.animation import FuncAnimation
 
     values = sequence("values", values, what="frame values", empty=True)
@@ -75,7 +143,7 @@ def scrubber(
     animation = FuncAnimation(fig, frame, frames=len(values), interval=interval, repeat=False)
     html = animation.to_jshtml(default_mode="once")
     plt.close(fig)
-    return HTML(_CDN_LINK.sub("", html))
+    return Scrubber(_CDN_LINK.sub("", html))
 
 
 def _check_fmt(fmt: str, value) -> None:
@@ -118,7 +186,6 @@ def html_table(rows: Sequence[dict], floatfmt: str | dict[str, str] = "{:,.1f}")
     """
     from html import escape
 
-    from IPython.display import HTML
 
     rows = sequence("rows", rows, what="dicts (column name -> value)", empty=True)
     if not rows:
@@ -141,17 +208,25 @@ def html_table(rows: Sequence[dict], floatfmt: str | dict[str, str] = "{:,.1f}")
 
     pad = "padding: 0.15em 0.6em"
 
-    def cell(value, column: str) -> str:
+    def shown(value, column: str) -> str:
         if value is None:
-            return f'<td style="{pad}; text-align: right">&ndash;</td>'
+            return "\u2013"
         if isinstance(value, float):
-            text = escape(formats.get(column, "{:,.1f}").format(value))
-            return f'<td style="{pad}; text-align: right">{text}</td>'
-        return f'<td style="{pad}">{escape(str(value))}</td>'
+            return formats.get(column, "{:,.1f}").format(value)
+        return str(value)
+
+    cells = [[shown(row[k], k) for k in header] for row in rows]
+    numeric = [all(row[k] is None or isinstance(row[k], float) for row in rows) for k in header]
+
+    def td(text: str, right: bool) -> str:
+        align = "; text-align: right" if right else ""
+        return f'<td style="{pad}{align}">{escape(text)}</td>'
 
     head = "".join(f'<th style="{pad}">{escape(str(k))}</th>' for k in header)
-    body = "".join(
-        "<tr>" + "".join(cell(row[k], k) for k in header) + "</tr>" for row in rows
-    )
-    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    return HTML(f'<div style="overflow-x: auto; max-width: 100%">{table}</div>')
+    body = "".join("<tr>" + "".join(td(t, n) for t, n in zip(line, numeric, strict=True))
+                   + "</tr>" for line in cells)
+    # class llm-table: the first column stays in view while a wide table scrolls (book.css)
+    table = (f'<table class="llm-table"><thead><tr>{head}</tr></thead>'
+             f"<tbody>{body}</tbody></table>")
+    html = f'<div style="overflow-x: auto; max-width: 100%">{table}</div>'
+    return Table(html, [str(k) for k in header], cells, numeric)
