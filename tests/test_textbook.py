@@ -24,7 +24,9 @@ def _chapter(path) -> int:
 
 
 def _makes_a_figure(cell) -> bool:
-    return cell.cell_type == "code" and ("plt.show()" in cell.source or "scrubber(" in cell.source)
+    """A cell whose output on the page is a figure (a live widget's cell is not on the page)."""
+    return (cell.cell_type == "code" and ("plt.show()" in cell.source or "scrubber(" in cell.source)
+            and not re.search(r"^live\(", cell.source, re.M))
 
 
 def _tags(cell) -> list[str]:
