@@ -1,6 +1,7 @@
 """Chapter 1, the paradox (``notebooks/01_dormant_tensor_cores``): its figures and its answer checks.
 
 - :func:`decode_share`: the share of a call's time spent in decode against output length;
+- :func:`share_view`: that curve for one prompt length and batch, the live widget's view;
 - :func:`snapshot`: a tally's two phases as a profiler's summary (time, share, FLOP/s, GB/s);
 - the answer checks ``paradox-1`` ... ``paradox-4``.
 """
@@ -13,7 +14,7 @@ from ..validate import real, sequence, shorten, text
 from .plots import PHASE_COLORS, axes_or_new
 from .registry import register, smallest
 
-__all__ = ["decode_share", "snapshot"]
+__all__ = ["decode_share", "share_view", "snapshot"]
 
 
 def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=None,
@@ -51,6 +52,21 @@ def decode_share(output_lens: Sequence[float], shares: Sequence[float], *, ax=No
     if label is not None:
         ax.legend(fontsize=10, loc="lower right")
     return ax
+
+
+def share_view(prompt_len: int, batch: int, outputs: Sequence[float], *,
+               model: str = "llama-3-70b", chip: str = "H100 SXM"):
+    """:func:`decode_share` of ``model`` on ``chip`` for one prompt length and batch, shown."""
+    import matplotlib.pyplot as plt
+
+    from ..calculator import estimate
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    m = estimate(model, chip, batch, prompt_len, outputs)
+    decode_share(outputs, 1 - m.ttft_s / m.e2e_s, ax=ax,
+                 label=f"prompt {prompt_len:,} tokens, batch {batch}")
+    ax.set_title(f"{model}, BF16, {chip} (roofline bound)")
+    plt.show()
 
 
 def snapshot(tally) -> list[dict]:

@@ -6,6 +6,7 @@ the calculator); nothing here counts FLOPs or bytes.
 - :func:`phase_rows`: per operation, the FLOPs, bytes and intensity of a prefill and of a
   decode step side by side, as rows for ``widgets.html_table``;
 - :func:`op_intensity`: the same intensities as a dot plot against a chip's ridge point;
+- :func:`intensity_view`: that plot as a figure of its own, for the live widget;
 - :func:`two_regimes`: the article's flowchart of the two phases, redrawn;
 - the answer checks ``phases-1`` ... ``phases-4``.
 """
@@ -19,7 +20,8 @@ from ..validate import boolean, choice, mapping, names, real, shorten, text
 from .plots import PHASE_COLORS, axes_or_new
 from .registry import register, smallest
 
-__all__ = ["BYTE_UNITS", "FLOP_UNITS", "op_intensity", "phase_rows", "two_regimes"]
+__all__ = ["BYTE_UNITS", "FLOP_UNITS", "intensity_view", "op_intensity", "phase_rows",
+           "two_regimes"]
 
 FLOP_UNITS = {"FLOP": 1.0, "kFLOP": 1e3, "MFLOP": 1e6, "GFLOP": 1e9, "TFLOP": 1e12}
 
@@ -100,21 +102,38 @@ def op_intensity(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *, ax=
         raise ValueError("prefill has no operation with both FLOPs and bytes")
     ax = axes_or_new(ax, (7, 0.32 * len(ops) + 1.2))
     y = range(len(ops))
-    for phase, costs in (("prefill", prefill), ("decode", decode)):
-        ax.plot([costs[op].intensity for op in ops], list(y), "o", color=PHASE_COLORS[phase],
-                label=phase, markersize=6)
+    # each phase on its own half of the row (prefill above, decode below) and prefill drawn
+    # on top, so that a point of one phase never hides the other's at the same intensity
+    for phase, costs, dy, marker, z in (("prefill", prefill, -0.17, "o", 3),
+                                        ("decode", decode, 0.17, "s", 2)):
+        ax.plot([costs[op].intensity for op in ops], [i + dy for i in y], marker,
+                color=PHASE_COLORS[phase], label=phase, markersize=6, zorder=z)
     if ridge is not None:
         ridge = real("ridge", ridge, minimum=0.0)
-        ax.axvline(ridge, color="0.3", linestyle="--", linewidth=1)
-        ax.text(ridge, 0.98, f"{ridge_label} ", fontsize=10, color="0.3", rotation=90,
-                ha="right", va="top", transform=ax.get_xaxis_transform())
+        ax.axvline(ridge, color="0.3", linestyle="--", linewidth=1, zorder=1)
+        # the label in an empty band above the first row, never on the data
+        ax.text(ridge / 1.1, -0.95, ridge_label, fontsize=10, color="0.3", ha="right",
+                va="center")
     ax.set_yticks(list(y), ops, fontsize=10)
-    ax.set_ylim(len(ops) - 0.5, -0.7)
+    ax.set_ylim(len(ops) - 0.5, -1.4)
     ax.set_xscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=10, loc="best")
+    ax.legend(fontsize=10, loc="lower right")
     return ax
+
+
+def intensity_view(prefill: Mapping[str, Cost], decode: Mapping[str, Cost], *, ridge: float,
+                   ops: Sequence[str], title: str, ridge_label: str = "H100 ridge"):
+    """One :func:`op_intensity` figure, titled and shown: the live widget's view."""
+    import matplotlib.pyplot as plt
+
+    title = text("title", title)
+    fig, ax = plt.subplots(figsize=(7, 5))
+    op_intensity(prefill, decode, ridge=ridge, ridge_label=ridge_label, ops=ops, ax=ax)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlim(0.05, 1e4)
+    plt.show()
 
 
 def two_regimes(ax=None):
