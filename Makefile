@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 HTML   := _build/html
 
-.PHONY: book test check lab student assignments slides clean
+.PHONY: book test check lab student assignments slides pdf clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ $(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
 book: $(VENV)/.installed
 	$(BIN)/jupyter-book build . --builder html --warningiserror --nitpick --keep-going
 	@echo "The book is at $(abspath $(HTML)/index.html)"
+
+## pdf: the PDF edition, _build/latex/physics-of-llm-inference.pdf (XeLaTeX: Debian's texlive-xetex,
+## texlive-latex-extra, texlive-fonts-recommended, latexmk, xindy, fonts-freefont-otf)
+pdf: $(VENV)/.installed
+	$(BIN)/jupyter-book build . --builder pdflatex --keep-going
+	@echo "The PDF is at $(abspath _build/latex/physics-of-llm-inference.pdf)"
 
 ## test: the whole test suite (library, notebooks, the built book in headless Chromium)
 test: $(VENV)/.dev-installed
