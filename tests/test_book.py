@@ -103,3 +103,24 @@ def test_no_page_prints_a_warning(built_book):
                 text = re.sub(r"<[^>]+>", "", block).strip()
                 found.append(f"{page.relative_to(built_book)}: {text[:200]}")
     assert not found, "warnings printed into pages:\n" + "\n".join(found)
+
+
+def test_the_student_edition_is_a_download_of_the_site(built_book):
+    """downloads/student-edition.zip: every chapter without its solution cells, and the
+    requirements; the instructor guide links it."""
+    import json
+    import zipfile
+
+    from conftest import notebooks
+
+    archive = zipfile.ZipFile(built_book / "downloads" / "student-edition.zip")
+    names = sorted(archive.namelist())
+    assert names == sorted([f"student-edition/{p.name}" for p in notebooks()]
+                           + ["student-edition/requirements.txt"])
+    for name in names:
+        if name.endswith(".ipynb"):
+            cells = json.loads(archive.read(name))["cells"]
+            assert not any("solution" in c["metadata"].get("tags", []) for c in cells), name
+            assert any("hint(" in "".join(c["source"]) for c in cells), name  # hints stay
+    guide = (built_book / "book" / "instructor_guide.html").read_text()
+    assert 'href="../downloads/student-edition.zip"' in guide
