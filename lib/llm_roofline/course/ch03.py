@@ -1,7 +1,8 @@
 """Chapter 3, the roofline model (``notebooks/03_roofline``): its small multiples and answer checks.
 
 - :func:`roofline_grid`: a batch's decode linear layers on several chips and precisions;
-- the answer checks ``roofline-1`` ... ``roofline-4``.
+- the answer checks ``roofline-1`` ... ``roofline-5``, and the hint of the design problem
+  (``roofline-ridge-40``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ..hardware import get_accelerator
 from ..roofline import explore
 from ..validate import integer, names, sequence
 from .plots import PAGE, WIDTH
-from .registry import register
+from .registry import register, register_hint
 
 __all__ = ["roofline_grid"]
 
@@ -149,6 +150,15 @@ register(
                                     "for 75 %."),
         (lambda: _h100("bf16"), "at the ridge a serial kernel gets only half the peak."),
     ),
+)
+
+
+register_hint(
+    "roofline-ridge-40",
+    "start from the chip itself: with the H100's bandwidth, a ridge of 40 FLOPs/byte fixes its "
+    "BF16 peak (ridge x bandwidth). Then put each operation's intensity (a decode step at batch "
+    "B sits at I = B in BF16, a prompt's prefill at its length) next to 40 and next to the "
+    "H100's ridge, and ask which side each one falls on for each chip.",
 )
 
 

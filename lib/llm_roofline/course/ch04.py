@@ -1,5 +1,6 @@
 """Chapter 4, why decode is memory-bound (``notebooks/04_why_decode_is_bound``): its figures
-and its answer checks (``bound-1`` ... ``bound-4``).
+and its answer checks (``bound-1`` ... ``bound-4``, and the hint of the design problem,
+``bound-weight-format``).
 
 No arithmetic of its own beyond grouping what the library counted: FLOPs and bytes come from
 :func:`llm_roofline.counts.op_costs` or a tiny transformer's :class:`~llm_roofline.tiny.Tally`
@@ -15,6 +16,7 @@ No arithmetic of its own beyond grouping what the library counted: FLOPs and byt
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -24,7 +26,7 @@ from .. import validate
 from ..counts import Cost, op_costs, total
 from ..formulas import LINEAR_OPS
 from ..hardware import get_accelerator
-from .registry import register
+from .registry import register, register_hint
 
 __all__ = [
     "KINDS", "attainable_vs_batch", "intensity_vs_tokens", "op_points", "ops_on_roofline",
@@ -134,7 +136,8 @@ def phases_on_roofline(
     weights, the activations, the KV cache and the chip's math. The box gives the intensity
     of the linear layers taken together in each phase: in the upper left, above the slope,
     or with ``legend=False`` (small multiples, sharing one figure legend) in the lower
-    right, where the legend would be. Returns the Axes.
+    right, where the legend would be. The intensity axis runs to ``2**15`` FLOPs/byte, or
+    further where a point of the model's longest prompt would sit near its edge. Returns the Axes.
     """
     from ..models import resolve
 
@@ -146,7 +149,13 @@ def phases_on_roofline(
         "decode": op_costs(cfg, batch, 1, prompt, weight_dtype=dtype),
     }
     legend = validate.boolean("legend", legend)
-    ax = ops_on_roofline(phases, accelerator, dtype, ax=ax, legend=legend)
+    # the x axis ends at least a factor of 1.5 past the highest point the model can have (the
+    # prefill attention of its longest prompt, which grows with the prompt), so that no
+    # marker is cut by the plot's edge and the axis stays put as the prompt changes
+    longest = op_costs(cfg, batch, cfg.max_context - 1, 0, weight_dtype=dtype)
+    highest = max(i for costs in (*phases.values(), longest) for _, i in op_points(costs).values())
+    imax = 2.0 ** max(15, math.ceil(math.log2(1.5 * highest)))
+    ax = ops_on_roofline(phases, accelerator, dtype, ax=ax, legend=legend, imax=imax)
     linear = {p: total(c[op] for op in LINEAR_OPS if op in c).intensity for p, c in phases.items()}
     readout = (
         f"B = {batch}, L = {prompt:,}\n"
@@ -217,7 +226,9 @@ def attainable_vs_batch(
 
     ``schemes`` maps a label to ``(tflops, critical_batch)``: the attainable TFLOPS at each
     of ``batches`` and the batch where the line meets its roof, marked with a dot and its
-    value. Returns the Axes.
+    value (a real number, to one decimal where it has one). A line that runs on top of a later one for part
+    of its length (two schemes with the same bytes per weight share the slope) is drawn
+    wide and pale under it, so that both show. Returns the Axes.
     """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
@@ -227,7 +238,8 @@ def attainable_vs_batch(
         raise ValueError("schemes must be a non-empty dict of label -> (tflops, critical batch)")
     if validate.axes("ax", ax) is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (label, scheme) in enumerate(schemes.items()):
+    lines = []
+    for label, scheme in schemes.items():
         label = validate.text("schemes label", label)
         if not isinstance(scheme, tuple | list) or len(scheme) != 2:
             raise ValueError(f"scheme {label!r} must be (tflops, critical batch), got "
@@ -238,8 +250,13 @@ def attainable_vs_batch(
         if y.shape != x.shape:
             raise ValueError(f"scheme {label!r} has shape {y.shape}, batches have {x.shape}")
         knee = validate.real(f"critical batch of {label!r}", knee, minimum=0.0, open_min=True)
+        lines.append((label, y, knee))
+    for i, (label, y, knee) in enumerate(lines):
         color, style = f"C{i}", ("-", "--", "-.", ":")[i % 4]
-        ax.plot(x, y, style, color=color, linewidth=2, label=f"{label}: B* = {knee:.0f}")
+        under = any(np.sum(np.isclose(y, later, rtol=1e-9)) >= 2 for _, later, _ in lines[i + 1:])
+        width = {"linewidth": 5, "alpha": 0.45, "zorder": 2} if under else {"linewidth": 2,
+                                                                          "zorder": 3}
+        ax.plot(x, y, style, color=color, label=f"{label}: B* = {round(knee, 1):g}", **width)
         roof = float(np.max(y))
         ax.scatter([knee], [roof], color=color, edgecolor="k", zorder=4, s=36)
     ax.set_xscale("log", base=2)
@@ -311,6 +328,15 @@ register(
     "bound-3", _bound_3, unit="sequences",
     hint="weight-only int4 keeps BF16 math (the H200's BF16 ridge); count half a byte per weight "
     "plus one 2-byte scale per group of 32.",
+)
+
+
+register_hint(
+    "bound-weight-format",
+    "start with one table: for each format write its bytes per weight (the INT4 group scales "
+    "included) and the precision its math runs in. Those two give its critical batch; the "
+    "bytes of the weights plus the KV cache of a batch at 4,096 tokens give the fewest GPUs; "
+    "and the bytes one decode step reads over the bandwidth give a lower bound on its TPOT.",
 )
 
 
