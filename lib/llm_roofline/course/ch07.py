@@ -28,7 +28,7 @@ from .registry import register
 
 __all__ = [
     "COLOURS", "PRECISIONS", "SCALES", "critical_curves", "dashboard", "experts_read",
-    "latency_curves", "memory_bars",
+    "latency_curves", "memory_bars", "show_dashboard",
 ]
 
 
@@ -50,14 +50,17 @@ def _precision(precision: str) -> tuple[str, str]:
 def memory_bars(batch: int = 16, prompt: int = 2048, output: int = 1024, gpu="H100 SXM"):
     """Weights, KV cache and activations of the three scales at the three precisions.
 
-    One panel per scale, one stacked bar per precision, labelled with how many GPUs hold it;
-    the dashed line is one GPU's usable memory. Returns the figure.
+    One panel per scale, one stacked bar per precision, all on one memory scale so that the
+    panels compare; how many GPUs hold each bar is written under it, with its precision,
+    where no bar or line can cover it. The dashed line is one GPU's usable memory, named in
+    the legend. Returns the figure.
     """
     import matplotlib.pyplot as plt
 
     chip = get_accelerator(gpu)
     with plt.rc_context(PAGE):
-        fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 3.9))
+        fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 4.1), sharey=True)
+        top = 0.0
         for ax, (scale, name) in zip(axes, SCALES.items(), strict=True):
             parts = {part: [] for part in list(PARTS)[:3]}
             counts = []
@@ -72,20 +75,22 @@ def memory_bars(batch: int = 16, prompt: int = 2048, output: int = 1024, gpu="H1
             for part, heights in parts.items():
                 ax.bar(list(PRECISIONS), heights, bottom=bottoms, color=PARTS[part], label=part)
                 bottoms += heights
-            for i, n in enumerate(counts):
-                ax.annotate(f"{n} GPU{'s' if n > 1 else ''}", (i, bottoms[i]), ha="center",
-                            va="bottom", fontsize=9)
             usable = memory(name, chip, 1, 1, 1).usable / GiB
-            ax.axhline(usable, color="k", lw=1, ls="--")
+            ax.axhline(usable, color="k", lw=1, ls="--",
+                       label=f"usable memory of one {chip.name}")
+            ax.set_xticks(range(len(PRECISIONS)),
+                          labels=[f"{p}\n{n} GPU{'s' if n > 1 else ''}"
+                                  for p, n in zip(PRECISIONS, counts, strict=True)])
             ax.set_title(f"{scale}: {name}")
-            ax.set_ylim(0, max(bottoms.max(), usable) * 1.18)
-            ax.set_xlabel("precision")
+            ax.grid(True, axis="y", alpha=0.3)
+            top = max(top, bottoms.max(), usable)
+        axes[0].set_ylim(0, top * 1.05)
         axes[0].set_ylabel("GiB ($2^{30}$ bytes)")
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
-        fig.suptitle(f"Memory for {batch} requests of {prompt} + {output} tokens\n"
-                     f"(dashed: the usable memory of one {chip.name})")
-        fig.tight_layout(rect=(0, 0.08, 1, 1))
+        fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False)
+        fig.suptitle(f"Memory for {batch} requests of {prompt} + {output} tokens "
+                     "(one scale for all three)")
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
 
@@ -253,6 +258,23 @@ def dashboard(model="llama-3-70b", precision: str = "FP8", batch: int = 32, prom
     ax.text(0.01, 0.04, "\n".join(lines), transform=ax.transAxes, fontsize=9, va="bottom",
             color=colour, linespacing=1.3)
     return ax
+
+
+def show_dashboard(model="llama-3-70b", precision: str = "FP8", n_gpus: int = 2,
+                   batch: int = 32, prompt: int = 2048, gpu="H100 SXM"):
+    """:func:`dashboard` in a figure of its own, shown; a configuration the calculator refuses
+    (a prompt beyond the model's context) shows its reason instead. For ``live`` sliders."""
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(PAGE):
+        fig, ax = plt.subplots(figsize=(7.2, 2.9), layout="constrained")
+    try:
+        dashboard(model, precision, batch, prompt, n_gpus, gpu=gpu, ax=ax)
+    except ValueError as err:
+        ax.clear()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, str(err), ha="center", va="center", wrap=True, transform=ax.transAxes)
+    plt.show()
 
 
 # notebooks/07_calculator: the calculator ------------------------------------------
