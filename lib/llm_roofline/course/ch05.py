@@ -1,16 +1,18 @@
 """Chapter 5, the KV cache (``notebooks/05_kv_cache``): its figure and its answer checks.
 
 - :func:`kv_step_bars`: one decode step's weight and KV-cache bytes as two bars;
+- :func:`crossover_lines`: the context at which the cache's reads equal the weights', against
+  the batch, with each model's context limit;
 - the answer checks ``kv-1`` ... ``kv-5``.
 """
 
 from __future__ import annotations
 
 from ..hardware import get_accelerator
-from ..validate import axes, integer, real
-from .registry import register
+from ..validate import axes, integer, integers, real, sequence
+from .registry import register, register_hint
 
-__all__ = ["PARTS", "kv_step_bars"]
+__all__ = ["PARTS", "crossover_lines", "kv_step_bars"]
 
 PARTS = {"weights": "tab:blue", "KV cache": "tab:orange", "activations": "tab:green",
          "reserve": "0.75"}
@@ -35,6 +37,59 @@ def kv_step_bars(ax, batch: int, context: int, model: str = "llama-3-8b",
     ax.set(ylabel="bytes read per step (GB)", ylim=(0, real("ylim", ylim, minimum=0, open_min=True)),
            title=f"B = {batch}, context {context:,}: {ms:.1f} ms on an {accelerator}")
     return ax
+
+
+def crossover_lines(ax, models, batches, *, mark: int = 32768) -> dict:
+    """For each model, the context at which a decode step's KV-cache reads equal its weight
+    reads (``kv.crossover_context``) against the batch, on log axes.
+
+    A line is solid where that context is within the model's context limit (the cache can
+    overtake the weights there) and faint and dotted where it is not; a short bar across the
+    line marks where it meets the limit. A grey dashed line marks ``mark`` tokens, labelled at
+    the right, below it. Returns ``{model: crossover contexts}``.
+    """
+    import numpy as np
+
+    from ..kv import crossover_context
+    from ..models import get_model
+
+    axes("ax", ax, optional=False)
+    models = sequence("models", models, what="model names or configs")
+    b = np.atleast_1d(integers("batches", batches))
+    if b.ndim != 1 or b.size > 4096:
+        raise ValueError(f"batches must be a list of at most 4,096 batch sizes, got {b.size}")
+    mark = integer("mark", mark)
+    out = {}
+    for name in models:
+        cfg = get_model(name)
+        y = np.asarray(crossover_context(cfg, b), dtype=float)
+        limit = cfg.max_context
+        (line,) = ax.plot(b, y, color=None, lw=0)  # only to take the next colour
+        color = line.get_color()
+        line.remove()
+        inside = y <= limit
+        # the faint part runs up to the first point inside, so the two parts join
+        first_in = int(np.argmax(inside)) if inside.any() else len(b) - 1
+        ax.plot(b[: first_in + 1], y[: first_in + 1], ls=":", marker="o", ms=3, color=color,
+                alpha=0.45)
+        ax.plot(b[inside], y[inside], marker="o", color=color, label=name)
+        if inside.any() and not inside.all():  # where the line meets the limit (log-log)
+            j = first_in
+            t = np.log(limit / y[j - 1]) / np.log(y[j] / y[j - 1])
+            at = b[j - 1] * (b[j] / b[j - 1]) ** t
+            ax.plot(at, limit, marker="_", ms=16, mew=2.5, color=color, ls="none")
+        out[name] = y
+    ax.axhline(mark, color="grey", ls="--", lw=1)
+    ax.text(0.98, mark * 0.88, f"{mark // 1024}K tokens", color="grey", fontsize=10,
+            ha="right", va="top", transform=ax.get_yaxis_transform())
+    ax.plot([], [], ls=":", marker="o", ms=3, color="0.4", alpha=0.6,
+            label="beyond the model's context limit")
+    ax.plot([], [], marker="_", ms=16, mew=2.5, ls="none", color="0.4",
+            label="the model's context limit")
+    ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences)",
+           ylabel="context where KV reads = weight reads (tokens)")
+    ax.set_xticks(b, [str(int(v)) for v in b])
+    return out
 
 
 # --- the KV-cache chapter -------------------------------------------------------------------
@@ -93,3 +148,9 @@ register("kv-4", _kv_4, unit="FLOPs/byte", rtol=0.03,
 register("kv-5", _kv_5, unit="(ratio)", rtol=0.05,
          hint="reserving the whole context is like every sequence being max_context long; "
          "use max_batch for both cases and divide paged by reserved")
+
+
+register_hint("kv-long-context",
+              "start from the longest case: the KV bytes of one 32,768-token sequence in BF16 "
+              "and in FP8, times 64 users, next to the weights and one H100's memory; then ask "
+              "which policy lets the mean context, not the longest, set how many fit")

@@ -3,6 +3,8 @@ and its answer checks (``ttft-1`` ... ``ttft-5``).
 
 - ``latency_throughput``: per-user TPOT against aggregate tokens/s as the batch grows, with
   the batches that no longer fit in memory drawn hollow;
+- ``memory_keys``: legend entries for the cross and the hollow points that
+  ``latency_throughput`` draws;
 - ``client_timeline``: one request's queue, prefill and streamed tokens under the server's
   steps;
 - ``chunk_tradeoff``: chunked prefill's newcomer TTFT against the running users' TPOT.
@@ -22,9 +24,10 @@ from .. import validate
 from ..calculator import estimate
 from ..serving import ChunkedPrefill
 from ..vram import max_batch
-from .registry import register
+from .registry import register, register_hint
 
-__all__ = ["SFU_EXP_PER_S", "chunk_tradeoff", "client_timeline", "latency_throughput"]
+__all__ = ["SFU_EXP_PER_S", "chunk_tradeoff", "client_timeline", "latency_throughput",
+           "memory_keys"]
 
 _MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "n_gpus", "act_dtype", "weight_group_size",
                    "reserve_fraction", "prefill_chunk")
@@ -77,6 +80,18 @@ def latency_throughput(ax, model, accelerator, prompt_len: int, output_len: int,
     ax.set(xlabel="TPOT each user sees (ms per token)",
            ylabel="aggregate decode throughput (tokens/s)")
     return {"batch": b, "tpot_ms": tpot_ms, "tok_s": tok_s, "fits": fits, "max_batch": fit}
+
+
+def memory_keys(ax, color="0.35") -> list:
+    """Two legend entries, in grey, for what ``latency_throughput`` draws on every curve: the
+    cross at the last batch that fits in memory, and the hollow points beyond it. Call it
+    before ``ax.legend()``; returns the two proxy artists."""
+    validate.axes("ax", ax, optional=False)
+    (cross,) = ax.plot([], [], marker="X", ms=9, ls="none", color=color, mec="black",
+                       label="last batch that fits in memory")
+    (hollow,) = ax.plot([], [], ls=":", marker="o", ms=4, mfc="white", color=color,
+                        label="batches that do not fit")
+    return [cross, hollow]
 
 
 def client_timeline(ax, *, arrive_s: float, step_s: float, prefill_s: float, tpot_s: float,
@@ -203,3 +218,9 @@ register("ttft-4", _ttft_4, unit="tokens per step",
 
 register("ttft-5", _ttft_5, unit="ms",
          hint="one exponential per causal score: layers x heads x L (L + 1) / 2, over 3.9e12/s.")
+
+
+register_hint("ttft-cluster",
+              "start with one replica: for each chip, precision and tensor-parallel degree, ask "
+              "best_batch for the largest batch within both targets, divide 500 users by it to "
+              "get the replicas, and multiply the GPUs by the price; only then compare")
