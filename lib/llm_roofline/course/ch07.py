@@ -82,6 +82,7 @@ def memory_bars(batch: int = 16, prompt: int = 2048, output: int = 1024, gpu="H1
                           labels=[f"{p}\n{n} GPU{'s' if n > 1 else ''}"
                                   for p, n in zip(PRECISIONS, counts, strict=True)])
             ax.set_title(f"{scale}: {name}")
+            ax.set_xlabel("precision, GPUs needed")
             ax.grid(True, axis="y", alpha=0.3)
             top = max(top, bottoms.max(), usable)
         axes[0].set_ylim(0, top * 1.05)
