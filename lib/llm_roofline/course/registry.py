@@ -85,7 +85,8 @@ class Hint:
         special = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}",
                                                     "^": r"\textasciicircum{}",
                                                     "\\": r"\textbackslash{}"}
-        return r"\textit{Hint:} " + "".join(special.get(c, c) for c in self.text)
+        # "%print": typeset as text, not as display math (the book's _ext/printform.py)
+        return "%print\n" + r"\textit{Hint:} " + "".join(special.get(c, c) for c in self.text)
 
     def __str__(self) -> str:
         return f"Hint: {self.text}"

@@ -82,7 +82,8 @@ class Table(_html_class()):
             return "".join(special.get(c, c) for c in value.replace("\u2013", "--"))
 
         spec = "".join("r" if n else "l" for n in numeric)
-        lines = [r"\begin{center}\small\begin{tabular}{" + spec + "}", r"\hline",
+        # "%print": typeset as text, not as MyST-NB's default display math (_ext/printform.py)
+        lines = ["%print", r"\begin{center}\small\begin{tabular}{" + spec + "}", r"\hline",
                  " & ".join(r"\textbf{" + tex(h) + "}" for h in header) + r" \\", r"\hline"]
         lines += [" & ".join(tex(c) for c in row) + r" \\" for row in cells]
         lines += [r"\hline", r"\end{tabular}\end{center}"]
