@@ -139,7 +139,7 @@ def _paradox_4() -> float:
 
 register(
     "paradox-1", _paradox_1, unit="output tokens", rtol=0.02,
-    hint="decode's share is (N-1) TPOT / (TTFT + (N-1) TPOT); solve it for N at 0.95.",
+    hint="decode's share is (n-1) TPOT / (TTFT + (n-1) TPOT); solve it for n at 0.95.",
 )
 
 
