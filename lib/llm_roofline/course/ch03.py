@@ -26,7 +26,8 @@ def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
 
     Rows are chips, columns precisions; the kernel's intensity is ``2 * batch`` FLOPs per
     ``bytes_per_element(dtype)`` bytes (2 FLOPs per weight per token). A chip without tensor
-    math at a precision gets a panel that says so. Returns the figure.
+    math at a precision gets a panel that says so. All panels share one pair of axis limits,
+    so that they can be compared by eye. Returns the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -57,6 +58,15 @@ def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
                 ax.set_title(f"{accelerator.name}, {dtype.upper()}")
                 ax.set_xlabel("I (FLOPs/byte)")
                 ax.set_ylabel("TFLOPS")
+        # one pair of limits for every panel that has a roofline, so that the panels can be
+        # compared by eye: along a row the roof rises, down a column the slope moves up
+        # and down with the bandwidth (on log-log axes every slope has the same steepness)
+        drawn = [ax for ax in axes.flat if ax.axison]
+        if drawn:
+            for get, put in (("get_xlim", "set_xlim"), ("get_ylim", "set_ylim")):
+                lows, highs = zip(*(getattr(ax, get)() for ax in drawn), strict=True)
+                for ax in drawn:
+                    getattr(ax, put)(min(lows), max(highs))
         fig.tight_layout()
     return fig
 
@@ -135,20 +145,23 @@ register(
 
 
 def _roofline_5() -> float:
-    # serial load-then-compute: P / P_peak = k / (1 + k) at I = k * I_ridge; 0.75 needs k = 3
-    return 3 * _h100("bf16")
+    # serial load-then-compute: P / P_peak = k / (1 + k) at I = k * I_ridge; 0.75 needs k = 3.
+    # W8A8 decode: I = 2 B (2 FLOPs per 1-byte weight per token), FP8 ridge; a whole batch
+    return math.ceil(3 * _h100("fp8") / 2)
 
 
 register(
-    "roofline-5", _roofline_5, unit="FLOPs/byte",
+    "roofline-5", _roofline_5, unit="sequences",
     hint="without overlap the times add: at I = k x I_ridge the kernel gets k / (1 + k) of the "
-         "peak; solve for 3/4, then multiply by the H100's BF16 ridge.",
+         "peak; solve for 3/4, multiply by the H100's FP8 ridge, and turn the intensity into a "
+         "batch (2 FLOPs per 1-byte weight per token), rounded up.",
     mistakes=(
-        (lambda: 0.75 * _h100("bf16"), "that is below the ridge, where even an overlapped kernel "
-                                       "gets less than the peak: the serial kernel needs more."),
-        (lambda: 9 * _h100("bf16"), "9 times the ridge gives 90 % of the peak: solve k / (1 + k) "
-                                    "for 75 %."),
-        (lambda: _h100("bf16"), "at the ridge a serial kernel gets only half the peak."),
+        (lambda: 3 * _h100("fp8"), "that is the intensity: with 1-byte weights I = 2B, so halve it."),
+        (lambda: 0.75 * _h100("fp8") / 2, "that is below the ridge, where even an overlapped kernel "
+                                          "gets less than the peak: the serial kernel needs more."),
+        (lambda: 9 * _h100("fp8") / 2, "9 times the ridge gives 90 % of the peak: solve k / (1 + k) "
+                                       "for 75 %."),
+        (lambda: _h100("fp8") / 2, "at the ridge a serial kernel gets only half the peak."),
     ),
 )
 

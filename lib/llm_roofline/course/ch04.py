@@ -290,8 +290,10 @@ def _bound_1() -> float:
 def _bound_2() -> float:
     from ..hardware import get_accelerator
 
-    # square d x d projections, all 2-byte: I -> 2 k n / (2 (k + n)) = d / 2 as tokens grow
-    return 2 * get_accelerator("B200").ridge("bf16")
+    # square d x d projections, 2-byte activations and outputs, weights of any size b_w:
+    # I -> 2 k n / (2 (k + n)) = d / 2 as tokens grow (the weights, read once, drop out);
+    # a width is whole: the smallest d with d / 2 >= ridge
+    return math.ceil(2 * get_accelerator("B200").ridge("bf16"))
 
 
 def _bound_3() -> float:
@@ -317,10 +319,20 @@ register(
 )
 
 
+def _b200_ridge() -> float:
+    from ..hardware import get_accelerator
+
+    return get_accelerator("B200").ridge("bf16")
+
+
 register(
     "bound-2", _bound_2, unit="(hidden size)",
-    hint="let m grow without bound in 2mkn / (2(mk + kn + mn)) with k = n = d, and set the "
-    "limit equal to the ridge.",
+    hint="let m grow without bound in 2mkn / (2mk + b_w kn + 2mn) with k = n = d, set the "
+    "limit equal to the ridge, and round up to a whole width.",
+    mistakes=(
+        (lambda: math.ceil(_b200_ridge()), "the ceiling of a square d x d projection is d / 2, "
+                                           "not d."),
+    ),
 )
 
 
