@@ -133,34 +133,40 @@ def latency_curves(model="llama-3-70b", gpu="H100 SXM", n_gpus: int = 4, prompt:
     return fig
 
 
-def critical_curves(gpu="H100 SXM", max_context: int = 65536):
+def critical_curves(gpu="H100 SXM", max_context: int | None = None):
     """Where a decode step can be mostly compute-bound: batch against context, per scale.
 
     For each precision, a horizontal line at the batch where the weight matmuls reach the roof
     (``critical_batch``, the same at every context), ending at the longest context at which a
     large batch still makes the step mostly compute-bound (``max_compute_context``); to the
-    right of the end, the memory-bound attention over the cache takes most of every step.
+    right of the end, the memory-bound attention over the cache takes most of every step. Each
+    panel runs to its model's longest context, or to ``max_context`` if that is shorter. A
+    line that would coincide with an earlier one is drawn 6 % above it, so that both show.
     Returns the figure.
     """
     import matplotlib.pyplot as plt
 
     chip = get_accelerator(gpu)
-    max_context = integer("max_context", max_context, minimum=2)
+    if max_context is not None:
+        max_context = integer("max_context", max_context, minimum=2)
     with plt.rc_context(PAGE):
         fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 3.5), sharey=True)
         for ax, (scale, name) in zip(axes, SCALES.items(), strict=True):
             cfg = get_model(name)
-            top = min(cfg.max_context, max_context)
-            for offset, (precision, (weights, kv)) in enumerate(PRECISIONS.items()):
+            top = cfg.max_context if max_context is None else min(cfg.max_context, max_context)
+            drawn: list[int] = []
+            for precision, (weights, kv) in PRECISIONS.items():
                 batch = critical_batch(cfg, chip, weight_dtype=weights)
                 end = min(max_compute_context(cfg, chip, weight_dtype=weights, kv_dtype=kv), top)
-                lift = 1.06 ** offset  # lines that coincide stay visible side by side
+                lift = 1.06 ** drawn.count(batch)  # lines that coincide stay visible
+                drawn.append(batch)
                 ax.plot([1, end], [batch * lift] * 2, "-", lw=2, color=COLOURS[precision],
                         label=precision)
                 ax.plot([end], [batch * lift], "x", ms=8, mew=2, color=COLOURS[precision])
             ax.set(xscale="log", yscale="log", xlim=(1, top), xlabel="context (tokens)",
                    title=f"{scale}: {name}")
-            ax.set_xticks([1, 100, 10_000], labels=["1", "100", "10k"])
+            ticks = [t for t in (1, 100, 10_000, 100_000) if t <= top]
+            ax.set_xticks(ticks, labels=[f"{t // 1000}k" if t >= 1000 else str(t) for t in ticks])
             ax.grid(True, which="major", alpha=0.3)
         axes[0].set_ylabel("batch where the weight\nmatmuls reach the roof")
         handles, labels = axes[0].get_legend_handles_labels()
@@ -294,10 +300,17 @@ def _calculator_2() -> float:
 
 
 def _calculator_3() -> float:
+    """The smallest batch whose decode step reads, on average, half of DeepSeek-V3's routed
+    experts (uniform routing)."""
     from .. import formulas as F
 
-    expected = F.expected_experts_expr().subs({F.n_experts: 256, F.top_k: 8, F.B: 16, F.n_new: 1})
-    return float(expected)
+    batch = 1
+    while True:
+        read = F.expected_experts_expr().subs({F.n_experts: 256, F.top_k: 8, F.B: batch,
+                                               F.n_new: 1})
+        if float(read) >= 128:
+            return float(batch)
+        batch += 1
 
 
 def _calculator_4() -> float:
@@ -339,12 +352,14 @@ register(
 
 
 register(
-    "calculator-3", _calculator_3, unit="experts",
-    hint="an expert is missed by every one of the T tokens with probability (1 - k/E)^T.",
+    "calculator-3", _calculator_3, unit="sequences", rtol=0.0,
+    hint="an expert is missed by every one of the T tokens with probability (1 - k/E)^T; find "
+    "the first whole T at which that falls to one half.",
     mistakes=(
-        (lambda: 16 * 8.0, "16 x 8 counts an expert twice when two tokens pick it: use the "
+        (lambda: 16.0, "128 / 8 assumes no two tokens pick the same expert: use the "
          "probability that no token picks it."),
-        (lambda: 8.0, "that is one token's experts: the batch's 16 tokens pick more."),
+        (lambda: _calculator_3() - 1, "at that batch fewer than half are read on average: round "
+         "up, to the first whole batch at or past one half."),
     ),
 )
 
@@ -353,7 +368,7 @@ register(
     "calculator-4", _calculator_4, unit="ms", rtol=0.08,
     hint="one decode step makes one token for every user, so TPOT is the step time: per GPU, "
     "its share of the weights plus every user's cache (at about the average context), over the "
-    "bandwidth. The library also counts the 16-bit embedding and head and the 160 all-reduces "
+    "bandwidth. The library also counts the 16-bit embedding and head and the 162 collectives "
     "of each step (about 3 us of latency each); a hand estimate within 8 % is right.",
     mistakes=(
         (lambda: _calculator_4() / 64, "you divided the step time by the batch: that is the "

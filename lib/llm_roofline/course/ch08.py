@@ -111,11 +111,13 @@ def _chip():
     return host_accelerator(_STATE["host"])
 
 
-def _l_decode(batch: int = 1, context: int = 64):
+def _l_decode(batch: int = 1, cached: int = 64):
+    """One decode step of tiny ``L`` with ``cached`` tokens in the cache (64: the first step
+    after the chapter's 64-token prompt)."""
     from ..counts import op_costs
     from ..machine import chapter_models
 
-    costs = op_costs(chapter_models()["L"], batch, 1, context - 1, weight_dtype="fp32")
+    costs = op_costs(chapter_models()["L"], batch, 1, cached, weight_dtype="fp32")
     return costs
 
 
