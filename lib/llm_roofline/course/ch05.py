@@ -19,23 +19,36 @@ PARTS = {"weights": "tab:blue", "KV cache": "tab:orange", "activations": "tab:gr
 
 
 def kv_step_bars(ax, batch: int, context: int, model: str = "llama-3-8b",
-                 accelerator: str = "H100", ylim: float = 80.0):
+                 accelerator: str = "H100", ylim: float = 80.0, *, short_title: bool = False):
     """One decode step's weight and KV-cache bytes as two bars, titled with its memory time.
 
-    The KV-cache chapter's slider and its twins draw this. Returns the Axes.
+    The KV-cache chapter's slider and its twins draw this. A batch whose weights and caches do
+    not fit in the accelerator's memory (``vram.max_batch`` for sequences of ``context`` tokens)
+    is drawn hollow and hatched, and its title says so. ``short_title`` leaves the context and
+    the accelerator out of the title (for small multiples). Returns the Axes.
     """
     from ..kv import step_traffic
+    from ..vram import max_batch
 
     axes("ax", ax, optional=False)
     batch, context = integer("batch", batch), integer("context", context)
     traffic = step_traffic(model, batch, context)
     chip = get_accelerator(accelerator)
     accelerator = accelerator if isinstance(accelerator, str) else chip.name
+    fits = context < 2 or batch <= max_batch(model, chip, context - 1, 1)
     gb = [traffic["weights"] / 1e9, traffic["kv"] / 1e9]
     ms = 1e3 * sum(traffic.values()) / chip.bandwidth
-    ax.bar(["weights", "KV cache"], gb, color=[PARTS["weights"], PARTS["KV cache"]])
+    colors = [PARTS["weights"], PARTS["KV cache"]]
+    if fits:
+        ax.bar(["weights", "KV cache"], gb, color=colors)
+    else:  # arithmetic for a server that does not exist: hollow, as in Figure 6.1
+        ax.bar(["weights", "KV cache"], gb, color="none", edgecolor=colors, hatch="//", lw=1.5)
+    title = (f"B = {batch}: {ms:.1f} ms" if short_title
+             else f"B = {batch}, context {context:,}: {ms:.1f} ms on an {accelerator}")
+    if not fits:
+        title += " (does not fit)" if not short_title else "\n(does not fit)"
     ax.set(ylabel="bytes read per step (GB)", ylim=(0, real("ylim", ylim, minimum=0, open_min=True)),
-           title=f"B = {batch}, context {context:,}: {ms:.1f} ms on an {accelerator}")
+           title=title)
     return ax
 
 
@@ -102,7 +115,7 @@ def _kv_1() -> float:
 def _kv_2() -> float:
     from ..kv import crossover_context
 
-    return crossover_context("llama-3-8b", 8)  # tokens
+    return crossover_context("mistral-7b", 8)  # tokens: v0.3, no sliding window
 
 
 def _kv_3() -> float:
@@ -141,8 +154,8 @@ register("kv-3", _kv_3, unit="FLOPs/byte", rtol=0.01,
 
 
 register("kv-4", _kv_4, unit="FLOPs/byte", rtol=0.03,
-         hint="the FLOPs are split over the GPUs with the heads, but the latent is not: each "
-         "GPU reads all of it")
+         hint="ask which of the two is split over the GPUs with the heads, the FLOPs or the "
+         "latent cache each head attends over")
 
 
 register("kv-5", _kv_5, unit="(ratio)", rtol=0.05,

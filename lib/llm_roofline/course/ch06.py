@@ -209,7 +209,7 @@ register("ttft-2", _ttft_2, unit="ms",
 
 
 register("ttft-3", _ttft_3, unit="sequences", rtol=0.0,
-         hint="sla.best_batch with arrival='joining' and n_gpus=4; TPOT is the binding limit.")
+         hint="sla.best_batch with arrival='joining' and n_gpus=4; its limited_by names the limit.")
 
 
 register("ttft-4", _ttft_4, unit="tokens per step",
