@@ -3,7 +3,7 @@
 - :func:`decode_share`: the share of a call's time spent in decode against output length;
 - :func:`share_view`: that curve for one prompt length and batch, the live widget's view;
 - :func:`snapshot`: a tally's two phases as a profiler's summary (time, share, FLOP/s, GB/s);
-- the answer checks ``paradox-1`` ... ``paradox-4``.
+- the answer checks ``paradox-1`` ... ``paradox-4``, and the design problem's hint ``paradox-200-tokens``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ..validate import real, sequence, shorten, text
 from .plots import PHASE_COLORS, axes_or_new
-from .registry import register, smallest
+from .registry import register, register_hint, smallest
 
 __all__ = ["decode_share", "share_view", "snapshot"]
 
@@ -159,4 +159,13 @@ register(
     "paradox-4", _paradox_4, unit="tokens", rtol=0.07,
     hint="the work done is time x 0.824 x peak; a prompt token costs about 2 FLOPs per "
          "parameter of the layers (the LM head runs once, at the last position).",
+)
+
+
+register_hint(
+    "paradox-200-tokens",
+    "a decode step at batch 1 reads every weight once: its time is about the weight bytes "
+    "over the bandwidth of the GPUs that share them. Find the bytes per token at each "
+    "precision, the aggregate bandwidth that 200 tokens/s needs, then the fewest GPUs per "
+    "chip that reach it; compare the step's FLOPs with the peak",
 )

@@ -8,7 +8,7 @@ the calculator); nothing here counts FLOPs or bytes.
 - :func:`op_intensity`: the same intensities as a dot plot against a chip's ridge point;
 - :func:`intensity_view`: that plot as a figure of its own, for the live widget;
 - :func:`two_regimes`: the article's flowchart of the two phases, redrawn;
-- the answer checks ``phases-1`` ... ``phases-4``.
+- the answer checks ``phases-1`` ... ``phases-4``, and the design problem's hint ``phases-split``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from ..counts import Cost, total
 from ..validate import boolean, choice, mapping, names, real, shorten, text
 from .plots import PHASE_COLORS, axes_or_new
-from .registry import register, smallest
+from .registry import register, register_hint, smallest
 
 __all__ = ["BYTE_UNITS", "FLOP_UNITS", "intensity_view", "op_intensity", "phase_rows",
            "two_regimes"]
@@ -240,4 +240,12 @@ register(
 register(
     "phases-4", _phases_4, unit="% of the bytes", rtol=0.01,
     hint="compare kv_read's bytes with the total of every operation of the step.",
+)
+
+
+register_hint(
+    "phases-split",
+    "per request, prefill costs its TTFT at batch 1 and decode costs answer x TPOT(batch 32) "
+    "/ 32 of a GPU; the ratio of the two is the split of GPUs between the phases, and the "
+    "larger one is the phase to optimise",
 )

@@ -6,7 +6,8 @@ No arithmetic here: every number comes from the library (``calculator``, ``vram`
 
 - :func:`memory_bars`, :func:`latency_curves`, :func:`critical_curves`, :func:`experts_read`,
   :func:`dashboard`: the chapter's figures;
-- the answer checks ``calculator-1`` ... ``calculator-5``.
+- the answer checks ``calculator-1`` ... ``calculator-5``, and the design problem's hint
+  ``calculator-latency``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..validate import axes, choice, integer, real, shorten
 from ..vram import gpus_needed, max_batch, memory
 from .ch05 import PARTS
 from .plots import PAGE, WIDTH, GiB
-from .registry import register
+from .registry import register, register_hint
 
 __all__ = [
     "COLOURS", "PRECISIONS", "SCALES", "critical_curves", "dashboard", "experts_read",
@@ -386,4 +387,12 @@ register(
         (lambda: _calculator_5() / 8, "that is the ratio per GPU under 8-way tensor parallelism: "
          "the question asks for the whole cache."),
     ),
+)
+
+
+register_hint(
+    "calculator-latency",
+    "for each precision and tensor-parallel degree, check that the model and the batch's "
+    "cache fit, then compare TPOT and the batch's TTFT with the targets; W4A16 cuts the "
+    "weight bytes but keeps the BF16 compute roof that the prefill runs on",
 )
