@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from docutils import nodes
 
+from llm_roofline.course.widgets import PRINT_MARK as MARK
+
 
 def _drop_folded_code(app, doctree, docname) -> None:
     if app.builder.format != "latex":
@@ -25,8 +27,6 @@ def _drop_folded_code(app, doctree, docname) -> None:
             if isinstance(child, nodes.container) and "cell_input" in child.get("classes", []):
                 cell.remove(child)
 
-
-MARK = "%print\n"
 
 
 def _typeset_print_forms(app, doctree, docname) -> None:

@@ -218,10 +218,8 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
     collectives = (2 * cfg.n_layers + 2) * p.collective_us * 1e-6 if bound.n_gpus > 1 else 0.0
     per_pass = cfg.n_layers * p.layer_overhead_us * 1e-6 + collectives
     s = setup(cfg, accelerator, **{k: v for k, v in options.items() if k in _SETUP_OPTIONS})
-    passes = sum(np.sum(count, axis=-1) if np.ndim(count) > np.ndim(bound.batch) else count
-                 for count, *_ in s.prefill_passes(
-                     bound.batch, bound.prompt_len,
-                     options.get("prefill_chunk", _ESTIMATE_DEFAULTS["prefill_chunk"])))
+    passes = _passes(s, bound.batch, bound.prompt_len,
+                     options.get("prefill_chunk", _ESTIMATE_DEFAULTS["prefill_chunk"]))
     chip = get_accelerator(accelerator)
     tpot = (_blend(decode, decode_attention, "decode", p.overlap, chip) + decode.allreduce_s
             + per_pass)
@@ -341,7 +339,7 @@ def _costs_of(row: measured.Row, config: ModelConfig) -> _Costs:
     dec = s.pass_costs(b, 1, mid, absorbed=True)
     return _Costs(
         pf=pf.astype(float), pm=pm.astype(float), p_attention=p_attention.astype(bool),
-        p_peaks=p_peaks.astype(float), p_passes=_passes(s, b, p, chunk),
+        p_peaks=p_peaks.astype(float), p_passes=int(_passes(s, b, p, chunk)),
         df=np.array([f for f, _, _ in dec.values()], dtype=float),
         dm=np.array([w + kv for _, w, kv in dec.values()], dtype=float),
         attention=np.array([k == "attention" for k in dec]),
@@ -355,9 +353,11 @@ def _costs_of(row: measured.Row, config: ModelConfig) -> _Costs:
         scale={"ms": 1e3, "s": 1.0}.get(row.unit, 1.0))
 
 
-def _passes(s, b, p, chunk) -> int:
-    """The number of passes of a chunked prefill (``Setup.prefill_passes``), for scalars."""
-    return int(sum(np.sum(count) for count, *_ in s.prefill_passes(b, p, chunk)))
+def _passes(s, b, p, chunk):
+    """The number of passes of a chunked prefill (``Setup.prefill_passes``), per (b, p)."""
+    depth = len(np.broadcast_shapes(np.shape(b), np.shape(p)))
+    return sum(np.sum(count, axis=-1) if np.ndim(count) > depth else count
+               for count, *_ in s.prefill_passes(b, p, chunk))
 
 
 def _to_u(values) -> np.ndarray:

@@ -82,11 +82,9 @@ class Hint:
                 f"<p>{escape(self.text)}</p></details>")
 
     def _repr_latex_(self) -> str:
-        special = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}",
-                                                    "^": r"\textasciicircum{}",
-                                                    "\\": r"\textbackslash{}"}
-        # "%print": typeset as text, not as display math (the book's _ext/printform.py)
-        return "%print\n" + r"\textit{Hint:} " + "".join(special.get(c, c) for c in self.text)
+        from .widgets import PRINT_MARK, latex_text
+
+        return PRINT_MARK + r"\textit{Hint:} " + latex_text(self.text)
 
     def __str__(self) -> str:
         return f"Hint: {self.text}"

@@ -21,13 +21,26 @@ from collections.abc import Callable, Sequence
 
 from ..validate import integer, real, sequence, shorten, text
 
-__all__ = ["Scrubber", "Table", "html_table", "live", "scrubber"]
+__all__ = ["PRINT_MARK", "Scrubber", "Table", "html_table", "latex_text", "live", "scrubber"]
 
 
 def _html_class():
     from IPython.display import HTML
 
     return HTML
+
+
+PRINT_MARK = "%print\n"
+"""The first line of a print form that is text, not math: MyST-NB typesets ``text/latex`` as
+display math, and the book's ``_ext/printform.py`` passes a block starting so to LaTeX as is."""
+
+_LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {
+    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+
+def latex_text(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped, to be typeset as it reads."""
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
 
 
 class Scrubber(_html_class()):
@@ -75,15 +88,12 @@ class Table(_html_class()):
 
     def _repr_latex_(self) -> str:
         header, cells, numeric = self._latex
-        special = {c: "\\" + c for c in "&%$#_{}"} | {
-            "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
 
         def tex(value: str) -> str:
-            return "".join(special.get(c, c) for c in value.replace("\u2013", "--"))
+            return latex_text(value.replace("\u2013", "--"))
 
         spec = "".join("r" if n else "l" for n in numeric)
-        # "%print": typeset as text, not as MyST-NB's default display math (_ext/printform.py)
-        lines = ["%print", r"\begin{center}\small\begin{tabular}{" + spec + "}", r"\hline",
+        lines = [PRINT_MARK + r"\begin{center}\small\begin{tabular}{" + spec + "}", r"\hline",
                  " & ".join(r"\textbf{" + tex(h) + "}" for h in header) + r" \\", r"\hline"]
         lines += [" & ".join(tex(c) for c in row) + r" \\" for row in cells]
         lines += [r"\hline", r"\end{tabular}\end{center}"]
