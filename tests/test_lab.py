@@ -112,6 +112,11 @@ def test_notebook_reads_right_in_jupyterlab(lab, path):
                 f"n => document.querySelectorAll('{PANEL} .jp-MarkdownCell .myst').length >= n",
                 arg=n_markdown, timeout=60000)
             page.wait_for_timeout(3000)  # let the MyST renderer finish
+            # JupyterLab may re-render the cells meanwhile (one run in three CI runs read 0 .myst
+            # elements here): wait for them again before reading them
+            page.wait_for_function(
+                f"n => document.querySelectorAll('{PANEL} .jp-MarkdownCell .myst').length >= n",
+                arg=n_markdown, timeout=60000)
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOTS / f"lab__{path.stem}-1280.png"))
             text = page.evaluate(
