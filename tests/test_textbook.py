@@ -124,3 +124,98 @@ def test_only_checks_tells_checks_from_computations():
     assert not _only_checks("fig = plot(x)\nplt.show()")
     assert not _only_checks('print(x)\nstates(x, "1")')
     assert not _only_checks("x = 1")
+
+
+GLOSSARY_ENTRY_END = re.compile(r"Defined in \{doc\}`chapter (\d) <\.\./notebooks/(\d\d)_[a-z0-9_]+>`\.$")
+
+
+def _glossary() -> list[tuple[list[str], int | None]]:
+    """The glossary's entries: the names each defines and the chapter its last line names
+    ("Defined in {doc}`chapter N <...>`."), or None where it names none."""
+    from conftest import ROOT
+
+    body = (ROOT / "book" / "glossary.md").read_text().split("```{glossary}")[1].split("```")[0]
+    entries = []
+    for block in re.split(r"\n\s*\n", body):
+        lines = [line for line in block.splitlines() if line.strip() and not line.startswith(":")]
+        if not lines:
+            continue
+        names = [line.strip() for line in lines if not line.startswith(" ")]
+        match = GLOSSARY_ENTRY_END.search(lines[-1])
+        assert not match or match.group(1) == str(int(match.group(2))), f"{names}: link and number disagree"
+        entries.append((names, int(match.group(1)) if match else None))
+    return entries
+
+
+def _mentions(names: list[str]) -> re.Pattern:
+    """A term's names in running text: acronyms as written, words in any case, plural too."""
+    parts = []
+    for name in names:
+        words = r"\s+".join(re.escape(w) for w in name.split())
+        parts.append(rf"\b{words}s?\b" if name.isupper() or re.search(r"\d", name)
+                     else rf"(?i:\b{words}s?\b)")
+    return re.compile("|".join(parts))
+
+
+def _roles(source: str) -> set[str]:
+    """The glossary terms a markdown cell links with {term}."""
+    return {re.sub(r".*<(.*)>$", r"\1", r, flags=re.S).lower()
+            for r in re.findall(r"\{term\}`([^`]*)`", source)}
+
+
+def _prose(source: str) -> str:
+    """A markdown cell's running text: no code block, directive fence or option, code span or
+    role target (a fence that names a language opens code; a bare or directive fence does not)."""
+    kept, code = [], None
+    for line in source.splitlines():
+        fence = re.match(r"^(`{3,}|~{3,})\s*(\{?)([\w-]*)", line)
+        if code:
+            code = None if fence and fence.group(1) == code and not fence.group(3) else code
+        elif fence and fence.group(3) and not fence.group(2):
+            code = fence.group(1)
+        elif not fence and not line.startswith(":"):
+            kept.append(line)
+    return re.sub(r"`[^`\n]*`", " ", "\n".join(kept))
+
+
+def test_every_glossary_entry_names_the_chapter_that_defines_it():
+    entries = _glossary()
+    assert len(entries) > 40, f"only {len(entries)} glossary entries found"
+    missing = [names[0] for names, d in entries if d is None]
+    assert not missing, ("glossary entries whose last line is not "
+                         f"'Defined in {{doc}}`chapter N <...>`.': {missing}")
+    problems = []
+    for names, d in entries:
+        nb = nbformat.read(notebooks()[d - 1], as_version=4)
+        cells = [c.source for c in nb.cells if c.cell_type == "markdown"]
+        if not any(_mentions(names).search(_prose(s)) or _roles(s) & {n.lower() for n in names}
+                   for s in cells):
+            problems.append(f"{names[0]}: chapter {d}, which the glossary says defines it, never names it")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
+def test_a_term_used_before_its_chapter_is_introduced_and_linked_forward(path):
+    """Prerequisites in order: a chapter that uses a term a later chapter defines links it to
+    the glossary where it first names it and, in the same cell, points to that chapter."""
+    chapter = _chapter(path)
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
+    problems = []
+    for names, d in _glossary():
+        if d <= chapter:
+            continue
+        lowered, mentions = {n.lower() for n in names}, _mentions(names)
+        for source in cells:
+            hit = mentions.search(_prose(source))
+            if not hit and not _roles(source) & lowered:
+                continue
+            linked = bool(_roles(source) & lowered)
+            forward = re.search(rf"\{{doc\}}`[^`]*0{d}_|(?i:\bchapter {d}\b)", source)
+            if not (linked and forward):
+                lacks = [what for what, ok in (("a {term} link", linked),
+                                               (f"a pointer to chapter {d}", forward)) if not ok]
+                where = _prose(source)[max(0, hit.start() - 50):hit.end() + 30] if hit else source[:80]
+                problems.append(f"{names[0]} (defined in chapter {d}), first named here without "
+                                f"{' or '.join(lacks)}: ...{' '.join(where.split())}...")
+            break
+    assert not problems, "\n".join(problems)
