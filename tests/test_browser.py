@@ -199,6 +199,12 @@ def test_page_renders(page, site, entry, width):
                       .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 60))"""
         )
         assert not overflowing, f"{entry}: display math wider than the text column: {overflowing}"
+        scrolling = page.evaluate(
+            """() => [...document.querySelectorAll('main .cell_input pre')]
+                      .filter(p => p.clientWidth > 0 && p.scrollWidth > p.clientWidth + 1)
+                      .map(p => p.textContent.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))"""
+        )
+        assert not scrolling, f"{entry}: code wider than its box (longest lines): {scrolling}"
     prose = page.evaluate(VISIBLE_PROSE_JS)
     leftovers = [t for t in RAW_MATH if t in prose]
     assert not leftovers, f"{entry}: raw TeX on the page: {leftovers}"
