@@ -1,5 +1,7 @@
 """Answer checks: right within tolerance, wrong with direction and hint, never the answer."""
 
+import math
+
 import pytest
 
 from llm_roofline.course import registry
@@ -119,11 +121,13 @@ def test_register_rejects_bad_mistakes(monkeypatch):
 
 
 def test_roofline_5_serial_kernel_by_hand():
-    # H100 SXM: 989.4 dense BF16 TFLOPS over 3.35 TB/s is a ridge of 295.34 FLOPs/byte; a
-    # serial kernel at I = k * ridge gets k / (1 + k) of the peak: 3/4 at k = 3, I = 886.0
-    by_hand = 3 * 989.4e12 / 3.35e12
-    assert abs(by_hand - 886.03) < 0.01
-    assert check("roofline-5", by_hand)
-    assert check("roofline-5", 886)
-    nine = check("roofline-5", 9 * 989.4e12 / 3.35e12)  # the 90 % intensity of the text
-    assert not nine and "90 %" in str(nine) and "886" not in str(nine)
+    # W8A8 decode on an H100 SXM: 1,978.9 dense FP8 TFLOPS over 3.35 TB/s is a ridge of 590.72
+    # FLOPs/byte. A serial kernel at I = k * ridge gets k / (1 + k) of the peak: 3/4 at k = 3,
+    # I = 1,772.1; with 1-byte weights I = 2B, so B = 886.07, and a whole batch is 887.
+    intensity = 3 * 1978.9e12 / 3.35e12
+    assert abs(intensity - 1772.15) < 0.01
+    assert math.ceil(intensity / 2) == 887
+    assert check("roofline-5", 887)
+    nine = check("roofline-5", 9 * 1978.9e12 / 3.35e12 / 2)  # the 90 % intensity of the text
+    assert not nine and "90 %" in str(nine) and "887" not in str(nine)
+    assert not check("roofline-5", intensity)  # the intensity, not the batch
