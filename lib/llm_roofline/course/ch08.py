@@ -82,7 +82,7 @@ def roofline_figure(rows, host: dict, chip, configs: dict, prompt: int):
             colours = {"edgecolors": colour[phase]} if mark == "s" else {"color": colour[phase]}
             h100_points.append((intensity, rate, None, dict(
                 marker=mark, label=f"{label} {phase}", **colours, **style)))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.5, 9.5))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.0, 9.5))
     plot_roofline(ax1, chip.peak("fp32"), chip.bandwidth, points,
                   cache_bandwidth=host["cache_GBps"] * 1e9,
                   title="The machine that ran this page, fp32: tiny L measured (stars: phases)")

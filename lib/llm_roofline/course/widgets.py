@@ -111,7 +111,7 @@ def scrubber(
     *,
     label: str = "",
     fmt: str = "{}",
-    figsize: tuple[float, float] = (7.2, 4.5),
+    figsize: tuple[float, float] = (7.0, 4.4),
     dpi: int = 96,
     interval: int = 500,
 ):
@@ -122,7 +122,7 @@ def scrubber(
     ``"I = {:g}"``). The animation does not play by itself (the reader drags the slider or
     presses play), stops at the last frame, and the figure is closed so no stray static
     image follows it. Every frame is embedded as a PNG at its own pixel size, so keep
-    ``len(values)`` small (<= 25); the defaults (7.2 x 4.5 inches at 96 dpi, about 690 px)
+    ``len(values)`` small (<= 25); the defaults (7.0 x 4.4 inches at 96 dpi, 672 px)
     fit the book's column without scaling, so 9-pt text reads as 9 pt.
     """
     import matplotlib.pyplot as plt
