@@ -348,7 +348,8 @@ register_hint(
     "start with one table: for each format write its bytes per weight (the INT4 group scales "
     "included) and the precision its math runs in. Those two give its critical batch; the "
     "bytes of the weights plus the KV cache of a batch at 4,096 tokens give the fewest GPUs; "
-    "and the bytes one decode step reads over the bandwidth give a lower bound on its TPOT.",
+    "and each operation's FLOPs over its math's peak or its bytes over the bandwidth, "
+    "whichever is longer, summed over one decode step, give its TPOT.",
 )
 
 
