@@ -263,3 +263,25 @@ def test_scrubbers_move(page, site, entry):
         page.wait_for_timeout(200)
         after = img.get_attribute("src")
         assert after and after != before, f"{entry}: scrubber {i} did not change its frame"
+
+
+@pytest.mark.parametrize("entry", [e for e in toc_files() if e.startswith("notebooks/")
+                                   and "small_multiples(" in (ROOT / f"{e}.ipynb").read_text()])
+def test_small_multiples_stack_on_a_phone(page, site, entry):
+    """Two panels to a row on a laptop; on a phone one, each at its own size (text unscaled)."""
+    rows_js = """() => [...document.querySelectorAll('figure.small-multiples')].map(f =>
+        [...f.querySelectorAll('img')].map(i => { const r = i.getBoundingClientRect();
+            return {top: Math.round(r.top + window.scrollY), width: r.width, natural: i.naturalWidth}; }))"""
+    for width, per_row in ((1280, 2), (400, 1)):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{site}/{entry}.html", wait_until="load")
+        figures = page.evaluate(rows_js)
+        assert figures, f"{entry}: no small multiples on the page"
+        for k, panels in enumerate(figures):
+            tops = [p["top"] for p in panels]
+            widest_row = max(tops.count(t) for t in set(tops))
+            assert widest_row == per_row, (
+                f"{entry} at {width} px: figure {k} puts {widest_row} panels in a row")
+            shrunk = [p for p in panels if p["width"] < p["natural"] - 1]
+            assert not shrunk, (
+                f"{entry} at {width} px: figure {k}'s panels drawn smaller than their size: {shrunk}")

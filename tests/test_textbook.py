@@ -25,8 +25,19 @@ def _chapter(path) -> int:
 
 def _makes_a_figure(cell) -> bool:
     """A cell whose output on the page is a figure (a live widget's cell is not on the page)."""
-    return (cell.cell_type == "code" and ("plt.show()" in cell.source or "scrubber(" in cell.source)
+    return (cell.cell_type == "code"
+            and any(f in cell.source for f in ("plt.show()", "scrubber(", "small_multiples("))
             and not re.search(r"^live\(", cell.source, re.M))
+
+
+def _alt_text(cell) -> str:
+    """A figure's alt text: its cell's ``mystnb.image.alt``, or the ``alt`` of its
+    ``small_multiples`` call (an HTML figure, whose images MyST-NB does not caption)."""
+    for node in ast.walk(ast.parse(cell.source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "small_multiples":
+            alt = next((k.value for k in node.keywords if k.arg == "alt"), None)
+            return ast.literal_eval(alt) if alt is not None else ""
+    return cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
 
 
 def _tags(cell) -> list[str]:
@@ -65,10 +76,10 @@ def test_every_figure_is_numbered_captioned_described_and_cited(path):
             problems.append(f"cell {i}: no '**Figure {chapter}.k.** ...' caption cell after it")
             continue
         numbers.append(int(match.group(2)))
-        alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
-        if "scrubber(" not in cell.source and len(alt) < 40:
+        if "scrubber(" not in cell.source and len(_alt_text(cell)) < 40:
             problems.append(f"cell {i} (Figure {chapter}.{numbers[-1]}): alt text missing or "
-                            "too short (mystnb.image.alt: what the figure shows, in a sentence)")
+                            "too short (mystnb.image.alt, or small_multiples' alt: what the "
+                            "figure shows, in a sentence)")
     if numbers != list(range(1, len(numbers) + 1)):
         problems.append(f"figures numbered {numbers}, not 1, 2, 3, ...")
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown"

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from llm_roofline.course.widgets import html_table, live, scrubber  # noqa: E402
+from llm_roofline.course.widgets import html_table, live, scrubber, small_multiples  # noqa: E402
 from llm_roofline.roofline import explore  # noqa: E402
 
 
@@ -99,3 +99,39 @@ def test_html_table_rejects_rows_with_different_keys():
     html = html_table([{"a": 1.0, "b": 2.0}, {"b": 4.0, "a": 3.0}]).data
     assert html.index(">3.0<") < html.index(">4.0<")
     assert 'overflow-x: auto' in html  # scrolls in its own box on a phone
+
+
+def test_small_multiples_are_one_image_per_panel_that_wrap_and_print_as_a_grid():
+    plt.close("all")
+    seen = []
+
+    def draw(ax, k):
+        seen.append(k)
+        ax.plot([0, k])
+        ax.set_title(f"k = {k}")
+
+    figure = small_multiples(draw, [1, 2, 3], alt="Three lines, one per k, rising with k.",
+                             title="A & B")
+    html = figure.data
+    assert seen == [1, 2, 3] and not plt.get_fignums()  # each panel drawn once, then closed
+    assert html.count("<img ") == 3 and 'width="335"' in html and "flex-wrap: wrap" in html
+    assert 'aria-label="Three lines, one per k, rising with k."' in html and "A &amp; B" in html
+    grid = plt.imread(io.BytesIO(figure._repr_png_()), format="png")
+    assert grid.shape[:2] == (2 * 300, 2 * 335)  # three panels, two columns, two rows
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"panels": []}, "panels must hold 1 to 12 panel values, got 0"),
+     ({"panels": range(13)}, "got 13"),
+     ({"draw": "plot"}, "draw must be a function draw"),
+     ({"alt": ""}, "alt must be a non-empty string"),
+     ({"alt": "two\nlines"}, "alt must be"),
+     ({"panel_size": (3, 0.1)}, "panel_size height must be"),
+     ({"panel_size": "3x3"}, "panel_size must be"),
+     ({"dpi": 0}, "dpi must be an integer from 20 to 600")],
+)
+def test_small_multiples_bad_input(kwargs, message):
+    args = {"draw": lambda ax, k: None, "panels": [1], "alt": "One empty panel."} | kwargs
+    with pytest.raises(ValueError, match=message):
+        small_multiples(args.pop("draw"), args.pop("panels"), **args)

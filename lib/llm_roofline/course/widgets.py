@@ -5,12 +5,15 @@ No arithmetic here. A figure is drawn by a pure function from the library (for e
 
 - ``scrubber`` precomputes frames and returns plain HTML with a range slider, which works
   on the static website with no kernel (matplotlib's ``FuncAnimation.to_jshtml``);
+- ``small_multiples`` draws one small figure per panel, side by side on a laptop and
+  stacked on a phone;
 - ``live`` binds ipywidgets controls to the function for a running kernel;
 - ``html_table`` shows a library table (a list of dicts) on the page.
 
 Each also has a print form, for the PDF built from the same pages: a scrubber prints as small
-multiples of its frames (``image/png``), a table as a LaTeX tabular (``text/latex``). MyST-NB
-picks each builder's form from the output's MIME bundle, so no cell is written twice.
+multiples of its frames and small multiples as a grid (``image/png``), a table as a LaTeX
+tabular (``text/latex``). MyST-NB picks each builder's form from the output's MIME bundle,
+so no cell is written twice.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from collections.abc import Callable, Sequence
 
 from ..validate import integer, real, sequence, shorten, text
 
-__all__ = ["PRINT_MARK", "Scrubber", "Table", "html_table", "latex_text", "live", "scrubber"]
+__all__ = ["PRINT_MARK", "Scrubber", "SmallMultiples", "Table", "html_table", "latex_text", "live",
+           "scrubber", "small_multiples"]
 
 
 def _html_class():
@@ -43,6 +47,33 @@ def latex_text(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
 
 
+def _grid_png(frames: Sequence[str], columns: int) -> bytes:
+    """Base64 PNG frames of one size as one PNG, ``columns`` to a row, at their own pixels."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+
+    rows = -(-len(frames) // columns)
+    images = [plt.imread(io.BytesIO(base64.b64decode(f)), format="png") for f in frames]
+    height, width = images[0].shape[:2]
+    fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=100,
+                             figsize=(columns * width / 100, rows * height / 100))
+    for ax in axes.flat:
+        ax.set_axis_off()
+    for ax, image in zip(axes.flat, images, strict=False):
+        ax.imshow(image)
+    fig.subplots_adjust(0, 0, 1, 1, 0.02, 0.02)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=100)
+    plt.close(fig)
+    return out.getvalue()
+
+
+# to_jshtml wraps each frame's base64 over lines ending in a backslash; the decoder drops them
+_FRAME = re.compile(r"data:image/png;base64,([^\"']+)")
+
+
 class Scrubber(_html_class()):
     """A scrubber's HTML; printed (``_repr_png_``) as small multiples of up to six of its
     frames, evenly spaced from the first to the last."""
@@ -50,33 +81,22 @@ class Scrubber(_html_class()):
     _PRINTED = 6
 
     def _repr_png_(self) -> bytes:
-        import base64
-        import io
-
-        import matplotlib.pyplot as plt
-
-        # to_jshtml wraps each frame's base64 over lines ending in a backslash; the decoder
-        # drops those characters
-        frames = re.findall(r"data:image/png;base64,([^\"']+)", self.data)
+        frames = _FRAME.findall(self.data)
         if not frames:
             return None
         count = min(len(frames), self._PRINTED)
         picked = [frames[round(i * (len(frames) - 1) / max(count - 1, 1))] for i in range(count)]
-        columns = 1 if count == 1 else 2
-        rows = -(-count // columns)
-        images = [plt.imread(io.BytesIO(base64.b64decode(f)), format="png") for f in picked]
-        height, width = images[0].shape[:2]
-        fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=100,
-                                 figsize=(columns * width / 100, rows * height / 100))
-        for ax in axes.flat:
-            ax.set_axis_off()
-        for ax, image in zip(axes.flat, images, strict=False):
-            ax.imshow(image)
-        fig.subplots_adjust(0, 0, 1, 1, 0.02, 0.02)
-        out = io.BytesIO()
-        fig.savefig(out, format="png", dpi=100)
-        plt.close(fig)
-        return out.getvalue()
+        return _grid_png(picked, 1 if count == 1 else 2)
+
+
+class SmallMultiples(_html_class()):
+    """Panels side by side that wrap into one column in a narrow window (a phone), each an
+    image at its own size, so its text is never scaled down; printed (``_repr_png_``) as a
+    grid of two columns."""
+
+    def _repr_png_(self) -> bytes:
+        frames = _FRAME.findall(self.data)
+        return _grid_png(frames, 1 if len(frames) == 1 else 2) if frames else None
 
 
 class Table(_html_class()):
@@ -155,6 +175,65 @@ def scrubber(
     html = animation.to_jshtml(default_mode="once")
     plt.close(fig)
     return Scrubber(_CDN_LINK.sub("", html))
+
+
+def small_multiples(
+    draw: Callable,
+    panels: Sequence,
+    *,
+    alt: str,
+    title: str = "",
+    panel_size: tuple[float, float] = (3.35, 3.0),
+    dpi: int = 100,
+):
+    """One small figure per panel, ``draw(ax, panel)`` on a fresh Axes each, as HTML.
+
+    The panels sit side by side, two to a row in the book's column, and wrap into one column
+    in a phone's, where each stays at its own size (3.35 inches at 100 dpi, 335 px, within a
+    400 px window's 368 px column), so 9-pt text still reads as 9 pt. ``title`` goes above
+    the panels; ``alt`` describes the whole figure for a reader who cannot see it. Printed,
+    the panels form a grid of two columns.
+    """
+    import base64
+    import html
+    import io
+
+    import matplotlib.pyplot as plt
+
+    panels = sequence("panels", panels, what="panel values", empty=True)
+    if not 1 <= len(panels) <= 12:
+        raise ValueError(f"panels must hold 1 to 12 panel values, got {len(panels)}")
+    if not callable(draw):
+        raise ValueError(f"draw must be a function draw(ax, panel), got {shorten(draw)}")
+    alt = text("alt", alt, limit=1000)
+    title = text("title", title, empty=True)
+    dpi = integer("dpi", dpi, minimum=20, maximum=600)
+    if (not isinstance(panel_size, Sequence) or isinstance(panel_size, str)
+            or len(panel_size) != 2):
+        raise ValueError(f"panel_size must be (width, height) in inches, got {shorten(panel_size)}")
+    width, height = (real(f"panel_size {side}", v, minimum=0.5, maximum=20, unit="inches")
+                     for side, v in zip(("width", "height"), panel_size, strict=True))
+    images = []
+    for panel in panels:
+        fig, ax = plt.subplots(figsize=(width, height), dpi=dpi, layout="constrained")
+        try:
+            draw(ax, panel)
+            out = io.BytesIO()
+            fig.savefig(out, format="png", dpi=dpi)
+        finally:
+            plt.close(fig)
+        images.append(base64.b64encode(out.getvalue()).decode("ascii"))
+    pixels = round(width * dpi)
+    tags = "".join(
+        f'<img src="data:image/png;base64,{image}" width="{pixels}" '
+        f'alt="panel {i} of {len(images)}" style="max-width: 100%; height: auto">'
+        for i, image in enumerate(images, start=1))
+    heading = (f'<p style="text-align: center; font-weight: 600; margin: 0 0 0.4em">'
+               f"{html.escape(title)}</p>") if title else ""
+    return SmallMultiples(
+        f'<figure class="small-multiples" role="img" aria-label="{html.escape(alt)}" '
+        f'style="margin: 0">{heading}<div style="display: flex; flex-wrap: wrap; gap: 6px; '
+        f'justify-content: center">{tags}</div></figure>')
 
 
 def _check_fmt(fmt: str, value) -> None:
