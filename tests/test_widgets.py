@@ -49,7 +49,7 @@ def test_html_table_formats_floats_and_missing_values():
 def test_tables_and_scrubbers_have_a_print_form():
     """The PDF builder takes text/latex for a table and image/png for a scrubber."""
     latex = html_table([{"chip": "A_100 & co", "ridge": 153.016, "fp8": None}])._repr_latex_()
-    assert r"\begin{tabular}{lrr}" in latex and r"A\_100 \& co & 153.0 & -- \\" in latex
+    assert r"\begin{tabulary}{\linewidth}{LRR}" in latex and r"A\_100 \& co & 153.0 & -- \\" in latex
     shown = scrubber(lambda ax, v: ax.plot([0, v]), [1, 2, 3, 4, 5, 6, 7, 8], figsize=(2, 1.5))
     png = shown._repr_png_()
     assert png.startswith(b"\x89PNG")

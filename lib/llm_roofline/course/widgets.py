@@ -9,7 +9,7 @@ No arithmetic here. A figure is drawn by a pure function from the library (for e
 - ``html_table`` shows a library table (a list of dicts) on the page.
 
 Each also has a print form, for the PDF built from the same pages: a scrubber prints as small
-multiples of its frames (``image/png``), a table as a LaTeX tabular (``text/latex``). MyST-NB
+multiples of its frames (``image/png``), a table as a LaTeX table (``text/latex``). MyST-NB
 picks each builder's form from the output's MIME bundle, so no cell is written twice.
 """
 
@@ -80,7 +80,7 @@ class Scrubber(_html_class()):
 
 
 class Table(_html_class()):
-    """An ``html_table``'s HTML; printed (``_repr_latex_``) as a LaTeX tabular."""
+    """An ``html_table``'s HTML; printed (``_repr_latex_``) as a LaTeX table (``tabulary``)."""
 
     def __init__(self, html: str, header: list[str], cells: list[list[str]], numeric: list[bool]):
         super().__init__(html)
@@ -92,11 +92,13 @@ class Table(_html_class()):
         def tex(value: str) -> str:
             return latex_text(value.replace("\u2013", "--"))
 
-        spec = "".join("r" if n else "l" for n in numeric)
-        lines = [PRINT_MARK + r"\begin{center}\small\begin{tabular}{" + spec + "}", r"\hline",
+        # tabulary (loaded by Sphinx): at its natural width when that fits the text block, else
+        # its columns wrap to the text block's width, so that no table runs off the page
+        spec = "".join("R" if n else "L" for n in numeric)
+        lines = [PRINT_MARK + r"\begin{center}\small\begin{tabulary}{\linewidth}{" + spec + "}", r"\hline",
                  " & ".join(r"\textbf{" + tex(h) + "}" for h in header) + r" \\", r"\hline"]
         lines += [" & ".join(tex(c) for c in row) + r" \\" for row in cells]
-        lines += [r"\hline", r"\end{tabular}\end{center}"]
+        lines += [r"\hline", r"\end{tabulary}\end{center}"]
         return "\n".join(lines)
 
 
