@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from llm_roofline.course.widgets import html_table, live, scrubber  # noqa: E402
+from llm_roofline.course.widgets import Scrubber, html_table, live, print_size, scrubber  # noqa: E402
 from llm_roofline.roofline import explore  # noqa: E402
 
 
@@ -54,7 +54,11 @@ def test_tables_and_scrubbers_have_a_print_form():
     png = shown._repr_png_()
     assert png.startswith(b"\x89PNG")
     image = plt.imread(io.BytesIO(png), format="png")
-    assert image.shape[1] == 2 * 2 * 96 and image.shape[0] == 3 * 1.5 * 96  # 2 x 3 frames
+    # 2 x 3 frames, drawn again for print at 150 dpi (at full size: a smaller one has no room)
+    assert print_size(2, 1.5) == (2, 1.5) and print_size(7.2, 4.5) == pytest.approx((4.32, 2.7))
+    assert image.shape[1] == 2 * 2 * 150 and image.shape[0] == 3 * 1.5 * 150
+    from_html = plt.imread(io.BytesIO(Scrubber(shown.data)._repr_png_()), format="png")  # no print frames
+    assert from_html.shape[1] == 2 * 2 * 96 and from_html.shape[0] == 3 * 1.5 * 96
     per_column = html_table([{"GB": 80.0, "ridge": 153.016}], floatfmt={"GB": "{:.0f}"}).data
     assert ">80</td>" in per_column and ">153.0</td>" in per_column
     with pytest.raises(ValueError, match="at least one row"):

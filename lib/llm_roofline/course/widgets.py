@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 
 from ..validate import integer, real, sequence, shorten, text
 
-__all__ = ["PRINT_MARK", "Scrubber", "Table", "html_table", "latex_text", "live", "scrubber"]
+__all__ = ["PRINT_MARK", "PRINT_MIN_WIDTH", "PRINT_SCALE", "Scrubber", "Table", "html_table", "latex_text",
+           "live", "print_size", "scrubber"]
 
 
 def _html_class():
@@ -45,9 +46,17 @@ def latex_text(text: str) -> str:
 
 class Scrubber(_html_class()):
     """A scrubber's HTML; printed (``_repr_png_``) as small multiples of up to six of its
-    frames, evenly spaced from the first to the last."""
+    frames, evenly spaced from the first to the last: the print frames ``scrubber`` drew for
+    the page, or else the frames of the HTML."""
 
     _PRINTED = 6
+    print_frames: list[bytes] = []  # PNGs drawn for print by ``scrubber``
+
+    @classmethod
+    def picked(cls, count: int) -> list[int]:
+        """The indices of the frames printed out of ``count``: up to six, evenly spaced."""
+        shown = min(count, cls._PRINTED)
+        return [round(i * (count - 1) / max(shown - 1, 1)) for i in range(shown)]
 
     def _repr_png_(self) -> bytes:
         import base64
@@ -55,16 +64,19 @@ class Scrubber(_html_class()):
 
         import matplotlib.pyplot as plt
 
-        # to_jshtml wraps each frame's base64 over lines ending in a backslash; the decoder
-        # drops those characters
-        frames = re.findall(r"data:image/png;base64,([^\"']+)", self.data)
-        if not frames:
-            return None
-        count = min(len(frames), self._PRINTED)
-        picked = [frames[round(i * (len(frames) - 1) / max(count - 1, 1))] for i in range(count)]
+        if self.print_frames:
+            pngs = self.print_frames
+        else:
+            # to_jshtml wraps each frame's base64 over lines ending in a backslash; the decoder
+            # drops those characters
+            frames = re.findall(r"data:image/png;base64,([^\"']+)", self.data)
+            if not frames:
+                return None
+            pngs = [base64.b64decode(frames[i]) for i in self.picked(len(frames))]
+        count = len(pngs)
         columns = 1 if count == 1 else 2
         rows = -(-count // columns)
-        images = [plt.imread(io.BytesIO(base64.b64decode(f)), format="png") for f in picked]
+        images = [plt.imread(io.BytesIO(png), format="png") for png in pngs]
         height, width = images[0].shape[:2]
         fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=100,
                                  figsize=(columns * width / 100, rows * height / 100))
@@ -125,7 +137,9 @@ def scrubber(
     presses play), stops at the last frame, and the figure is closed so no stray static
     image follows it. Every frame is embedded as a PNG at its own pixel size, so keep
     ``len(values)`` small (<= 25); the defaults (7.2 x 4.5 inches at 96 dpi, about 690 px)
-    fit the book's column without scaling, so 9-pt text reads as 9 pt.
+    fit the book's column without scaling, so 9-pt text reads as 9 pt. Up to six frames are
+    drawn a second time at :func:`print_size`, for the PDF's small multiples
+    (``Scrubber._repr_png_``).
     """
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
@@ -156,7 +170,43 @@ def scrubber(
     animation = FuncAnimation(fig, frame, frames=len(values), interval=interval, repeat=False)
     html = animation.to_jshtml(default_mode="once")
     plt.close(fig)
-    return Scrubber(_CDN_LINK.sub("", html))
+    shown = Scrubber(_CDN_LINK.sub("", html))
+    shown.print_frames = _print_frames(draw, values, label, fmt, width, height)
+    return shown
+
+
+PRINT_SCALE = 0.6
+"""A print frame's size, as a share of the page's: two frames to a row across the printed column
+shrink each to about 0.45 of its size, so frames drawn at 0.6 of it keep the text at about
+three quarters of its size on the website, instead of under half. A frame is never drawn
+narrower than ``PRINT_MIN_WIDTH`` inches (nor wider than on the page): a smaller one has no room
+for its axes' labels."""
+
+PRINT_MIN_WIDTH = 4.0
+
+
+def print_size(width: float, height: float) -> tuple[float, float]:
+    """The size in inches of a print frame of a scrubber whose frames are ``width`` x ``height``."""
+    scale = min(1.0, max(PRINT_SCALE, PRINT_MIN_WIDTH / width))
+    return width * scale, height * scale
+
+
+def _print_frames(draw, values, label, fmt, width, height) -> list[bytes]:
+    """The frames the PDF prints (``Scrubber.picked``), drawn anew at their :func:`print_size`."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    pngs = []
+    for i in Scrubber.picked(len(values)):
+        fig, ax = plt.subplots(figsize=print_size(width, height), dpi=150, layout="constrained")
+        draw(ax, values[i])
+        ax.set_title(label + fmt.format(values[i]), fontsize=10)
+        out = io.BytesIO()
+        fig.savefig(out, format="png", dpi=150)
+        plt.close(fig)
+        pngs.append(out.getvalue())
+    return pngs
 
 
 def _check_fmt(fmt: str, value) -> None:
