@@ -27,7 +27,7 @@ $(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
 ## executes the notebooks into the cache the website then reads; the website serves the PDF and
 ## links it from the sidebar (_ext/pdfedition.py). tests/conftest.py builds the book the same way.
 book: $(VENV)/.installed
-	$(JB) --builder pdflatex --keep-going
+	$(JB) --builder pdflatex --warningiserror --keep-going
 	$(JB) --builder html --warningiserror --nitpick --keep-going
 	@echo "The PDF is at $(abspath $(PDF))"
 	@echo "The book is at $(abspath $(HTML)/index.html)"
@@ -38,15 +38,15 @@ html: $(VENV)/.installed
 	$(JB) --builder html --warningiserror --nitpick --keep-going
 	@echo "The book is at $(abspath $(HTML)/index.html)"
 
-## pdf: the PDF edition alone, _build/latex/physics-of-llm-inference.pdf (XeLaTeX: Debian's
-## texlive-xetex, texlive-latex-extra, texlive-fonts-recommended, latexmk, xindy, fonts-freefont-otf)
+## pdf: the PDF edition alone (warnings as errors), _build/latex/physics-of-llm-inference.pdf
+## (XeLaTeX: Debian's texlive-xetex, texlive-latex-extra, latexmk, xindy, fonts-freefont-otf)
 pdf: $(VENV)/.installed
-	$(JB) --builder pdflatex --keep-going
+	$(JB) --builder pdflatex --warningiserror --keep-going
 	@echo "The PDF is at $(abspath $(PDF))"
 
 ## pdf-student: the PDF without the worked solutions, for students to print (_ext/printform.py)
 pdf-student: $(VENV)/.installed
-	BOOK_EDITION=student $(JB) --builder pdflatex --keep-going --path-output _build/student
+	BOOK_EDITION=student $(JB) --builder pdflatex --warningiserror --keep-going --path-output _build/student
 	@echo "The student PDF is at $(abspath $(STUDENT_PDF))"
 
 ## test: the whole test suite (library, notebooks, the built book in headless Chromium)

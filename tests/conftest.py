@@ -64,13 +64,13 @@ def _need_tex() -> None:
 
 @pytest.fixture(scope="session")
 def built_pdf() -> Path:
-    """Build the PDF edition as `make book` does first (XeLaTeX) and return the PDF's path.
+    """Build the PDF edition as `make book` does first (XeLaTeX, warnings as errors); return its path.
 
     Skipped on a machine without TeX Live (failed under CI). It executes the notebooks into the
     jupyter cache (_build/.jupyter_cache) that the website's build then reads, and the other way
     round: whichever runs first warms the cache for the other."""
     _need_tex()
-    _jupyter_book("--builder", "pdflatex", "--keep-going", log="build-pdf.log")
+    _jupyter_book("--builder", "pdflatex", "--warningiserror", "--keep-going", log="build-pdf.log")
     assert PDF.is_file(), f"{PDF} was not written"
     return PDF
 
@@ -78,7 +78,8 @@ def built_pdf() -> Path:
 @pytest.fixture(scope="session")
 def built_student_pdf(built_pdf) -> Path:
     """`make pdf-student`: the PDF without worked solutions (after the PDF: the cache is warm)."""
-    _jupyter_book("--builder", "pdflatex", "--keep-going", "--path-output", str(ROOT / "_build" / "student"),
+    _jupyter_book("--builder", "pdflatex", "--warningiserror", "--keep-going",
+                  "--path-output", str(ROOT / "_build" / "student"),
                   log="build-student-pdf.log", env={"BOOK_EDITION": "student"})
     assert STUDENT_PDF.is_file(), f"{STUDENT_PDF} was not written"
     return STUDENT_PDF
