@@ -4,8 +4,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 HTML   := _build/html
+JB     := $(BIN)/jupyter-book build .
+# The PDF edition's file, and the student edition's (no worked solutions), built under _build/student.
+PDF         := _build/latex/physics-of-llm-inference.pdf
+STUDENT_PDF := _build/student/_build/latex/physics-of-llm-inference-student.pdf
 
-.PHONY: book test check lab student assignments slides pdf clean
+.PHONY: book html test check lab student assignments slides pdf pdf-student clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,16 +23,31 @@ $(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-## book: build the static website (every notebook executed, warnings as errors)
+## book: the website and its PDF edition (needs TeX Live: see `pdf`). The PDF is built first, which
+## executes the notebooks into the cache the website then reads; the website serves the PDF and
+## links it from the sidebar (_ext/pdfedition.py). tests/conftest.py builds the book the same way.
 book: $(VENV)/.installed
-	$(BIN)/jupyter-book build . --builder html --warningiserror --nitpick --keep-going
+	$(JB) --builder pdflatex --warningiserror --keep-going
+	$(JB) --builder html --warningiserror --nitpick --keep-going
+	@echo "The PDF is at $(abspath $(PDF))"
 	@echo "The book is at $(abspath $(HTML)/index.html)"
 
-## pdf: the PDF edition, _build/latex/physics-of-llm-inference.pdf (XeLaTeX: Debian's texlive-xetex,
-## texlive-latex-extra, texlive-fonts-recommended, latexmk, xindy, fonts-freefont-otf)
+## html: the website alone (every notebook executed, warnings as errors), for a machine without TeX:
+## the sidebar then has no PDF link
+html: $(VENV)/.installed
+	$(JB) --builder html --warningiserror --nitpick --keep-going
+	@echo "The book is at $(abspath $(HTML)/index.html)"
+
+## pdf: the PDF edition alone (warnings as errors), _build/latex/physics-of-llm-inference.pdf
+## (XeLaTeX: Debian's texlive-xetex, texlive-latex-extra, latexmk, xindy, fonts-freefont-otf)
 pdf: $(VENV)/.installed
-	$(BIN)/jupyter-book build . --builder pdflatex --keep-going
-	@echo "The PDF is at $(abspath _build/latex/physics-of-llm-inference.pdf)"
+	$(JB) --builder pdflatex --warningiserror --keep-going
+	@echo "The PDF is at $(abspath $(PDF))"
+
+## pdf-student: the PDF without the worked solutions, for students to print (_ext/printform.py)
+pdf-student: $(VENV)/.installed
+	BOOK_EDITION=student $(JB) --builder pdflatex --warningiserror --keep-going --path-output _build/student
+	@echo "The student PDF is at $(abspath $(STUDENT_PDF))"
 
 ## test: the whole test suite (library, notebooks, the built book in headless Chromium)
 test: $(VENV)/.dev-installed

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from llm_roofline.course.widgets import html_table, live, scrubber, small_multiples  # noqa: E402
+from llm_roofline.course.widgets import Scrubber, html_table, live, print_size, scrubber, small_multiples  # noqa: E402
 from llm_roofline.roofline import explore  # noqa: E402
 
 
@@ -49,12 +49,16 @@ def test_html_table_formats_floats_and_missing_values():
 def test_tables_and_scrubbers_have_a_print_form():
     """The PDF builder takes text/latex for a table and image/png for a scrubber."""
     latex = html_table([{"chip": "A_100 & co", "ridge": 153.016, "fp8": None}])._repr_latex_()
-    assert r"\begin{tabular}{lrr}" in latex and r"A\_100 \& co & 153.0 & -- \\" in latex
+    assert r"\begin{tabulary}{\linewidth}{LRR}" in latex and r"A\_100 \& co & 153.0 & -- \\" in latex
     shown = scrubber(lambda ax, v: ax.plot([0, v]), [1, 2, 3, 4, 5, 6, 7, 8], figsize=(2, 1.5))
     png = shown._repr_png_()
     assert png.startswith(b"\x89PNG")
     image = plt.imread(io.BytesIO(png), format="png")
-    assert image.shape[1] == 2 * 2 * 96 and image.shape[0] == 3 * 1.5 * 96  # 2 x 3 frames
+    # 2 x 3 frames, drawn again for print at 150 dpi (at full size: a smaller one has no room)
+    assert print_size(2, 1.5) == (2, 1.5) and print_size(7.2, 4.5) == pytest.approx((4.32, 2.7))
+    assert image.shape[1] == 2 * 2 * 150 and image.shape[0] == 3 * 1.5 * 150
+    from_html = plt.imread(io.BytesIO(Scrubber(shown.data)._repr_png_()), format="png")  # no print frames
+    assert from_html.shape[1] == 2 * 2 * 96 and from_html.shape[0] == 3 * 1.5 * 96
     per_column = html_table([{"GB": 80.0, "ridge": 153.016}], floatfmt={"GB": "{:.0f}"}).data
     assert ">80</td>" in per_column and ">153.0</td>" in per_column
     with pytest.raises(ValueError, match="at least one row"):

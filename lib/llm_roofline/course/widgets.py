@@ -12,8 +12,8 @@ No arithmetic here. A figure is drawn by a pure function from the library (for e
 
 Each also has a print form, for the PDF built from the same pages: a scrubber prints as small
 multiples of its frames and small multiples as a grid (``image/png``), a table as a LaTeX
-tabular (``text/latex``). MyST-NB picks each builder's form from the output's MIME bundle,
-so no cell is written twice.
+table (``text/latex``). MyST-NB picks each builder's form from the output's MIME bundle, so no
+cell is written twice.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 
 from ..validate import integer, real, sequence, shorten, text
 
-__all__ = ["PRINT_MARK", "Scrubber", "SmallMultiples", "Table", "html_table", "latex_text", "live",
-           "scrubber", "small_multiples"]
+__all__ = ["PRINT_MARK", "PRINT_MIN_WIDTH", "PRINT_SCALE", "Scrubber", "SmallMultiples", "Table",
+           "html_table", "latex_text", "live", "print_size", "scrubber", "small_multiples"]
 
 
 def _html_class():
@@ -47,15 +47,14 @@ def latex_text(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
 
 
-def _grid_png(frames: Sequence[str], columns: int) -> bytes:
-    """Base64 PNG frames of one size as one PNG, ``columns`` to a row, at their own pixels."""
-    import base64
+def _grid_png(pngs: Sequence[bytes], columns: int) -> bytes:
+    """PNG images of one size as one PNG, ``columns`` to a row, at their own pixels."""
     import io
 
     import matplotlib.pyplot as plt
 
-    rows = -(-len(frames) // columns)
-    images = [plt.imread(io.BytesIO(base64.b64decode(f)), format="png") for f in frames]
+    rows = -(-len(pngs) // columns)
+    images = [plt.imread(io.BytesIO(png), format="png") for png in pngs]
     height, width = images[0].shape[:2]
     fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=100,
                              figsize=(columns * width / 100, rows * height / 100))
@@ -76,17 +75,29 @@ _FRAME = re.compile(r"data:image/png;base64,([^\"']+)")
 
 class Scrubber(_html_class()):
     """A scrubber's HTML; printed (``_repr_png_``) as small multiples of up to six of its
-    frames, evenly spaced from the first to the last."""
+    frames, evenly spaced from the first to the last: the print frames ``scrubber`` drew for
+    the page, or else the frames of the HTML."""
 
     _PRINTED = 6
+    print_frames: list[bytes] = []  # PNGs drawn for print by ``scrubber``
+
+    @classmethod
+    def picked(cls, count: int) -> list[int]:
+        """The indices of the frames printed out of ``count``: up to six, evenly spaced."""
+        shown = min(count, cls._PRINTED)
+        return [round(i * (count - 1) / max(shown - 1, 1)) for i in range(shown)]
 
     def _repr_png_(self) -> bytes:
-        frames = _FRAME.findall(self.data)
-        if not frames:
-            return None
-        count = min(len(frames), self._PRINTED)
-        picked = [frames[round(i * (len(frames) - 1) / max(count - 1, 1))] for i in range(count)]
-        return _grid_png(picked, 1 if count == 1 else 2)
+        import base64
+
+        if self.print_frames:
+            pngs = self.print_frames
+        else:
+            frames = _FRAME.findall(self.data)
+            if not frames:
+                return None
+            pngs = [base64.b64decode(frames[i]) for i in self.picked(len(frames))]
+        return _grid_png(pngs, 1 if len(pngs) == 1 else 2)
 
 
 class SmallMultiples(_html_class()):
@@ -95,12 +106,14 @@ class SmallMultiples(_html_class()):
     grid of two columns."""
 
     def _repr_png_(self) -> bytes:
-        frames = _FRAME.findall(self.data)
-        return _grid_png(frames, 1 if len(frames) == 1 else 2) if frames else None
+        import base64
+
+        pngs = [base64.b64decode(f) for f in _FRAME.findall(self.data)]
+        return _grid_png(pngs, 1 if len(pngs) == 1 else 2) if pngs else None
 
 
 class Table(_html_class()):
-    """An ``html_table``'s HTML; printed (``_repr_latex_``) as a LaTeX tabular."""
+    """An ``html_table``'s HTML; printed (``_repr_latex_``) as a LaTeX table (``tabulary``)."""
 
     def __init__(self, html: str, header: list[str], cells: list[list[str]], numeric: list[bool]):
         super().__init__(html)
@@ -112,11 +125,13 @@ class Table(_html_class()):
         def tex(value: str) -> str:
             return latex_text(value.replace("\u2013", "--"))
 
-        spec = "".join("r" if n else "l" for n in numeric)
-        lines = [PRINT_MARK + r"\begin{center}\small\begin{tabular}{" + spec + "}", r"\hline",
+        # tabulary (loaded by Sphinx): at its natural width when that fits the text block, else
+        # its columns wrap to the text block's width, so that no table runs off the page
+        spec = "".join("R" if n else "L" for n in numeric)
+        lines = [PRINT_MARK + r"\begin{center}\small\begin{tabulary}{\linewidth}{" + spec + "}", r"\hline",
                  " & ".join(r"\textbf{" + tex(h) + "}" for h in header) + r" \\", r"\hline"]
         lines += [" & ".join(tex(c) for c in row) + r" \\" for row in cells]
-        lines += [r"\hline", r"\end{tabular}\end{center}"]
+        lines += [r"\hline", r"\end{tabulary}\end{center}"]
         return "\n".join(lines)
 
 
@@ -143,7 +158,9 @@ def scrubber(
     presses play), stops at the last frame, and the figure is closed so no stray static
     image follows it. Every frame is embedded as a PNG at its own pixel size, so keep
     ``len(values)`` small (<= 25); the defaults (7.0 x 4.4 inches at 96 dpi, 672 px)
-    fit the book's column without scaling, so 9-pt text reads as 9 pt.
+    fit the book's column without scaling, so 9-pt text reads as 9 pt. Up to six frames are
+    drawn a second time at :func:`print_size`, for the PDF's small multiples
+    (``Scrubber._repr_png_``).
     """
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
@@ -174,7 +191,43 @@ def scrubber(
     animation = FuncAnimation(fig, frame, frames=len(values), interval=interval, repeat=False)
     html = animation.to_jshtml(default_mode="once")
     plt.close(fig)
-    return Scrubber(_CDN_LINK.sub("", html))
+    shown = Scrubber(_CDN_LINK.sub("", html))
+    shown.print_frames = _print_frames(draw, values, label, fmt, width, height)
+    return shown
+
+
+PRINT_SCALE = 0.6
+"""A print frame's size, as a share of the page's: two frames to a row across the printed column
+shrink each to about 0.45 of its size, so frames drawn at 0.6 of it keep the text at about
+three quarters of its size on the website, instead of under half. A frame is never drawn
+narrower than ``PRINT_MIN_WIDTH`` inches (nor wider than on the page): a smaller one has no room
+for its axes' labels."""
+
+PRINT_MIN_WIDTH = 4.0
+
+
+def print_size(width: float, height: float) -> tuple[float, float]:
+    """The size in inches of a print frame of a scrubber whose frames are ``width`` x ``height``."""
+    scale = min(1.0, max(PRINT_SCALE, PRINT_MIN_WIDTH / width))
+    return width * scale, height * scale
+
+
+def _print_frames(draw, values, label, fmt, width, height) -> list[bytes]:
+    """The frames the PDF prints (``Scrubber.picked``), drawn anew at their :func:`print_size`."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    pngs = []
+    for i in Scrubber.picked(len(values)):
+        fig, ax = plt.subplots(figsize=print_size(width, height), dpi=150, layout="constrained")
+        draw(ax, values[i])
+        ax.set_title(label + fmt.format(values[i]), fontsize=10)
+        out = io.BytesIO()
+        fig.savefig(out, format="png", dpi=150)
+        plt.close(fig)
+        pngs.append(out.getvalue())
+    return pngs
 
 
 def small_multiples(

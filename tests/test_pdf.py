@@ -1,0 +1,160 @@
+"""The PDF edition (`make book` builds it before the website; `make pdf` alone): read back with
+poppler, it holds every chapter and every numbered figure, no unresolved reference, no raw MyST,
+no error from a cell, and nothing runs off the right edge of a page. The student edition
+(`make pdf-student`) has no worked solutions. The website links the PDF it serves.
+
+The builds are session fixtures (tests/conftest.py): the PDF is built once, and shares the
+jupyter cache with the website's build, so whichever runs second reads the notebooks' outputs
+from the cache instead of executing them again."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from functools import cache
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import notebooks
+
+pytestmark = pytest.mark.slow
+
+PAGES = range(180, 330)  # about 240 pages today; a page count outside this range is a lost or doubled part
+MARGIN_PT = 18  # no word ends closer than this to the paper's right edge (a quarter inch)
+TOLERANCE_PT = 3  # nor more than this past the text block's right edge
+CAPTION = re.compile(r"^\*\*Figure (\d+\.\d+)\.\*\*")
+WORD = re.compile(r'<word xMin="[\d.]+" yMin="[\d.]+" xMax="([\d.]+)" yMax="[\d.]+">(.*)</word>')
+
+
+@cache
+def _text(pdf: Path) -> str:
+    return subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _pages(pdf: Path) -> int:
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    return int(re.search(r"^Pages:\s+(\d+)", info, re.M).group(1))
+
+
+def _flat(text: str) -> str:
+    """One space between words: headings and captions may break across lines."""
+    return re.sub(r"\s+", " ", text)
+
+
+def _title(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "markdown" and c.source.lstrip().startswith("# "))
+    return first.source.lstrip().splitlines()[0][2:].strip().replace("`", "")  # code spans print plain
+
+
+def _captions() -> list[str]:
+    numbers = []
+    for path in notebooks():
+        for cell in nbformat.read(path, as_version=4).cells:
+            match = CAPTION.match(cell.source) if cell.cell_type == "markdown" else None
+            if match:
+                numbers.append(match.group(1))
+    return numbers
+
+
+def test_page_count(built_pdf):
+    assert _pages(built_pdf) in PAGES, f"{_pages(built_pdf)} pages, expected {PAGES.start} to {PAGES.stop}"
+
+
+def test_every_chapter_title(built_pdf):
+    text = _flat(_text(built_pdf))
+    titles = [_title(path) for path in notebooks()]
+    assert len(titles) >= 8
+    missing = [t for t in titles if _flat(t) not in text]
+    assert not missing, f"chapter titles missing from the PDF: {missing}"
+
+
+def test_every_figure_with_its_number(built_pdf):
+    text = _flat(_text(built_pdf))
+    numbers = _captions()
+    assert len(numbers) >= 16, numbers
+    missing = [n for n in numbers if f"Figure {n}." not in text]
+    assert not missing, f"figures missing from the PDF (by their caption's number): {missing}"
+
+
+def test_no_unresolved_reference_raw_markup_or_cell_error(built_pdf):
+    text = _text(built_pdf)
+    for bad in ("??", "{term}", "{cite}", "{doc}", "{ref}", ":::", "{solution", "{exercise", "{only}",
+                "Traceback", "Error:", "Error(", "Exception"):
+        lines = [line.strip() for line in text.splitlines() if bad in line]
+        assert not lines, f"{bad!r} in the PDF: {lines[:5]}"
+
+
+def test_nothing_runs_off_the_page(built_pdf):
+    """No word ends in the right margin: code and outputs wrap, tables wrap their columns to the text
+    block. The block's right edge is where justified lines end, the commonest right end of a word
+    (pdftotext -bbox gives each word's box in points); a word may pass it by TOLERANCE_PT, and none
+    may come within MARGIN_PT of the paper's edge."""
+    out = subprocess.run(["pdftotext", "-bbox", str(built_pdf), "-"], capture_output=True, text=True,
+                         check=True).stdout
+    words, page, width = [], 0, None
+    for line in out.splitlines():
+        if m := re.search(r'<page width="([\d.]+)"', line):
+            page, width = page + 1, float(m.group(1))
+        elif m := WORD.search(line):
+            words.append((page, width, float(m.group(1)), m.group(2)))
+    assert page == _pages(built_pdf) and words
+    edge = Counter(round(x) for _, _, x, _ in words).most_common(1)[0][0]
+    assert edge < words[0][1] - MARGIN_PT
+    over = [f"page {p}: {w!r} ends at {x:.0f} pt, the text block at {edge} pt, the paper at {wd:.0f}"
+            for p, wd, x, w in words if x > edge + TOLERANCE_PT or x > wd - MARGIN_PT]
+    assert not over, "words run into the right margin:\n" + "\n".join(over[:20])
+
+
+def test_the_calculator_prints_a_worked_example(built_pdf):
+    """The live page's print form: the library's own report, computed when the book was built."""
+    text = _flat(_text(built_pdf))
+    for words in ("llm-roofline estimate --model llama-3-70b", "memory per GPU", "KV cache",
+                  "TTFT, whole batch", "TPOT, each user", "throughput, all users",
+                  "per kernel, one decode step", "down_proj", "website"):
+        assert words in text, f"{words!r} missing from the calculator's worked example"
+
+
+def test_student_edition_has_no_solutions(built_pdf, built_student_pdf):
+    """`make pdf-student`: no solution heading and no solution's answer check, but every exercise's
+    hint; the title page says which edition it is."""
+    full, student = _text(built_pdf), _text(built_student_pdf)
+    solutions = len(re.findall(r"Solution to", full))
+    assert solutions >= 8 * 4, f"only {solutions} solutions in the full PDF"
+    assert "Solution to" not in student, [line for line in student.splitlines() if "Solution to" in line][:5]
+    # a solution checks its computed value; an exercise's text shows the call with `answer`
+    checked = re.compile(r'check\("[a-z0-9-]+", (?!answer\b|my_answer\b|your_answer\b)')
+    assert len(checked.findall(full)) >= solutions // 2 and not checked.findall(student)
+    assert student.count("Hint") == full.count("Hint") > 0, "the student edition lost hints"
+    assert "(student edition)" in _flat(student)
+    assert _pages(built_student_pdf) < _pages(built_pdf)
+
+
+class _Links(HTMLParser):
+    """Every link to a PDF on a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        href = dict(attrs).get("href") or ""
+        if tag == "a" and href.endswith(".pdf"):
+            self.hrefs.append(href)
+
+
+def test_the_website_links_the_pdf_it_serves(built_pdf, built_book):
+    served = built_book / "downloads" / built_pdf.name
+    assert served.read_bytes() == built_pdf.read_bytes(), "the site serves another PDF than the one built"
+    for page in (built_book / "book" / "index.html", built_book / "notebooks" / "03_roofline.html",
+                 built_book / "genindex.html"):
+        parser = _Links()
+        parser.feed(page.read_text())
+        assert parser.hrefs, f"no link to the PDF in {page.relative_to(built_book)}"
+        for href in parser.hrefs:
+            assert (page.parent / href).resolve() == served.resolve(), f"{page.name}: {href}"
