@@ -6,6 +6,8 @@ carries the record the deck's <img> is given, and a code block survives the MyST
 
 from __future__ import annotations
 
+import json
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -33,9 +35,11 @@ def test_a_fitted_figure_fills_the_box_with_its_smallest_text_at_24_px(rows):
     fig = _book_figure(rows)
     record = slides.fit_figure(fig)
     assert record["min_pt"] == 9 and record["alt"] == "Figure: " + "; ".join(["a title"] * rows)
+    if rows == 1:
+        assert record["overlaps"] == 0  # (two rows at 24 px in 676 px can crowd: counted, not failed)
     assert record["min_pt"] * record["dpi"] / 72 == pytest.approx(slides.FIGURE_MIN_PX)
     png = print_figure(fig, "png", base64=True, pad_inches=slides.FIGURE_PAD,
-                       metadata={slides.PNG_KEY: '{"min_pt": 9, "dpi": %r}' % record["dpi"]})
+                       metadata={slides.PNG_KEY: json.dumps(record)})
     back = slides.png_record(png)
     assert back["min_pt"] == 9 and back["dpi"] == pytest.approx(record["dpi"])
     width, height = slides.FIGURE_BOX

@@ -141,7 +141,8 @@ window.MathJax = {
 {%- set record = (output.metadata.get('image/png') or {}).get('slide_figure') -%}
 <div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
 <img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
-{%- if record and record.min_pt %} data-min-pt="{{ record.min_pt }}" data-dpi="{{ record.dpi }}"{% endif %}
+{%- if record and record.min_pt %} data-min-pt="{{ record.min_pt }}" data-dpi="{{ record.dpi }}"
+ data-overlaps="{{ record.overlaps or 0 }}"{% endif %}
  alt="{{ (record.alt if record and record.alt else 'A figure of the chapter') | escape_html }}">
 </div>
 {%- endblock data_png %}
@@ -320,16 +321,16 @@ def _offline_prefix() -> list[str]:
     return []
 
 
-def _drawn_font_sizes(fig) -> list[float]:
-    """The font size (pt) of every text a draw of ``fig`` puts on the canvas (empty and hidden ones aside)."""
+def _drawn_texts(fig) -> list[tuple[float, object]]:
+    """The font size (pt) and box (px) of every text a draw of ``fig`` puts on the canvas."""
     import matplotlib.text as mtext
 
-    sizes: list[float] = []
+    texts: list[tuple[float, object]] = []
     original = mtext.Text.draw
 
     def draw(self, renderer):
         if self.get_visible() and self.get_text().strip():
-            sizes.append(float(self.get_fontsize()))
+            texts.append((float(self.get_fontsize()), self.get_window_extent(renderer)))
         return original(self, renderer)
 
     mtext.Text.draw = draw
@@ -337,7 +338,39 @@ def _drawn_font_sizes(fig) -> list[float]:
         fig.canvas.draw()
     finally:
         mtext.Text.draw = original
-    return sizes
+    return texts
+
+
+def _overlaps(boxes) -> int:
+    """How many pairs of the boxes overlap by more than a fifth of the smaller one."""
+    count = 0
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            w = min(a.x1, b.x1) - max(a.x0, b.x0)
+            h = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if w > 0 and h > 0 and w * h > 0.2 * min(a.width * a.height, b.width * b.height):
+                count += 1
+    return count
+
+
+def _leave_room_for_legends(fig) -> None:
+    """Keep the tight layout's axes clear of the figure's own legends (``fig.legend``), which it ignores."""
+    renderer = fig.canvas.get_renderer()
+    left, bottom, right, top = 0.0, 0.0, 1.0, 1.0
+    for legend in fig.legends:
+        if not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
+        if box.width >= 0.5:  # a row of entries below or above the axes
+            if box.y0 + box.y1 < 1:
+                bottom = max(bottom, min(box.y1, 0.4))
+            else:
+                top = min(top, max(box.y0, 0.6))
+        elif box.x0 + box.x1 < 1:
+            left = max(left, min(box.x1, 0.4))
+        else:
+            right = min(right, max(box.x0, 0.6))
+    fig.get_layout_engine().set(rect=(left, bottom, right, top))
 
 
 def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MIN_PX,
@@ -352,25 +385,29 @@ def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MI
     gets the tight one (its ``tight_layout()`` ran at the old size). The saved image may be
     larger or smaller than the figure (text outside the axes, white space cut): the size is
     adjusted until the saved image fills the box without passing it.
-    Returns the smallest font (pt), the dpi and an alt text from the titles: the record
-    :data:`PNG_KEY` carries.
+    Returns the smallest font (pt), the dpi, an alt text from the titles and how many pairs of
+    texts overlap once the fonts have grown (a figure with too much text for a slide): the
+    record :data:`PNG_KEY` carries.
     """
     import matplotlib.pyplot as plt  # noqa: F401  (a canvas for a bare Figure)
 
-    sizes = _drawn_font_sizes(fig)
+    sizes = [size for size, _ in _drawn_texts(fig)]
     titles = [t for t in (fig.get_suptitle(), *(a.get_title() for a in fig.axes)) if t]
     alt = "Figure: " + "; ".join(titles) if titles else ""
     if not sizes:
         return {"min_pt": None, "dpi": float(fig.dpi), "alt": alt}
     min_pt = min(sizes)
     dpi = min_px * 72 / min_pt
-    if fig.get_layout_engine() is None:
+    own = fig.get_layout_engine() is None
+    if own:
         fig.set_layout_engine("tight")
     pad = 2 * pad_inches
     fig.set_dpi(dpi)
     size, fitted = (box[0] / dpi - pad, box[1] / dpi - pad), None
     for _ in range(6):  # the saved image is the tight box, which does not scale with the figure
         fig.set_size_inches(*size)
+        if own and fig.legends:
+            _leave_room_for_legends(fig)
         fig.draw_without_rendering()
         tight = fig.get_tightbbox()
         across, down = box[0] / ((tight.width + pad) * dpi), box[1] / ((tight.height + pad) * dpi)
@@ -382,7 +419,8 @@ def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MI
     if fitted is None:
         fitted = size
     fig.set_size_inches(*fitted)
-    return {"min_pt": min_pt, "dpi": dpi, "alt": alt}
+    overlaps = _overlaps([box for _, box in _drawn_texts(fig)])
+    return {"min_pt": min_pt, "dpi": dpi, "alt": alt, "overlaps": overlaps}
 
 
 def use_slide_figures(box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MIN_PX) -> None:
@@ -511,6 +549,13 @@ def deck_notebook(nb, *, cwd: Path | None = None, execute: bool = True):
     return deck
 
 
+def _figure_records(deck) -> list[dict]:
+    """The :data:`PNG_KEY` record of every figure in the deck notebook, in order."""
+    return [o["metadata"]["image/png"]["slide_figure"]
+            for cell in deck.cells if cell.cell_type == "code" for o in cell.outputs
+            if "slide_figure" in o.get("metadata", {}).get("image/png", {})]
+
+
 def export_deck(deck_nb, title: str, reveal_prefix: str = "reveal.js") -> str:
     """The deck's HTML from nbconvert's SlidesExporter, with the local template, reveal.js and CSS."""
     from jinja2 import DictLoader
@@ -584,6 +629,10 @@ def build(notebooks: Path, out: Path, only: list[str] | None = None, execute: bo
             target.write_text(html, encoding="utf-8")
             mode = "tags" if is_tagged(nb) else "automatic"
             print(f"{target}: {expected_slides(nb)} slides ({mode})")
+            for n, record in enumerate(_figure_records(deck), 1):
+                if record.get("overlaps"):
+                    print(f"  figure {n} ({record.get('alt') or 'untitled'}): {record['overlaps']} pairs of "
+                          "texts overlap at projector size; a slide wants a simpler figure")
             written.append(target)
     return written
 
