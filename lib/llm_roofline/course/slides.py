@@ -14,9 +14,11 @@ How a chapter becomes a deck
     Code cells show their outputs (figures, tables), never their code.
 
     A chapter with a tagged code cell is executed first, in a fresh kernel (nbclient), inside a
-    network namespace with only loopback where one can be made, so that it runs offline; its
-    figures are drawn with larger fonts (:data:`FIGURE_RC`) for the projector. A chapter whose
-    tagged cells are all markdown is not executed.
+    network namespace with only loopback where one can be made, so that it runs offline. Its
+    figures are redrawn for the projector (:func:`fit_figure`): each fills the slide at its
+    natural size, with its smallest text at :data:`FIGURE_MIN_PX` pixels, and records its
+    smallest font and dpi in the PNG, from which the deck's ``<img>`` gets ``data-min-pt`` and
+    ``data-dpi``. A chapter whose tagged cells are all markdown is not executed.
 
 Chapters without tags
     Chapters 01, 02 and 07 carry no slide tags yet (another contributor was editing them when the
@@ -31,9 +33,17 @@ Offline and legible
     package the book already uses; the deck loads both by relative paths and references no
     http(s) URL for scripts, styles or fonts (nbconvert's reveal template would pull require.js,
     jQuery, mermaid and MathJax from CDNs: :data:`TEMPLATE` replaces those blocks). The slide is
-    1280 x 720 CSS pixels, body text 28 px and no text under 24 px (:data:`CSS`), figures scaled to
-    the slide's width; MyST roles and directive fences, which nbconvert's markdown does not know,
-    are reduced to their text.
+    1280 x 720 CSS pixels, body text 28 px and no text under 24 px (:data:`CSS`); MyST roles and
+    directive fences, which nbconvert's markdown does not know, are reduced to their text (a code
+    block keeps its fences).
+
+Fitting the slide
+    Nothing is shrunk to fit: reveal.js draws the slide at scale 1. A figure is drawn for the
+    slide (:func:`fit_figure`) and shown at its natural size, its smallest text 24 px. A cell too
+    long for one slide continues on slides below it (:data:`PAGINATE_JS`, in the browser, once the
+    math and the fonts are laid out), split between paragraphs, list items or table rows; such a
+    slide carries the class ``llm-continued``, so that the deck still has one slide per tagged
+    cell besides them.
 """
 
 from __future__ import annotations
@@ -53,7 +63,8 @@ from pathlib import Path
 import nbformat
 
 __all__ = [
-    "SLIDE_TAGS", "REVEAL_VERSION", "FIGURE_RC", "CSS", "TEMPLATE",
+    "SLIDE_TAGS", "REVEAL_VERSION", "FIGURE_BOX", "FIGURE_MIN_PX", "FIGURE_PAD", "PNG_KEY", "CSS",
+    "PAGINATE_JS", "TEMPLATE", "fit_figure", "use_slide_figures", "png_record",
     "slide_types", "is_tagged", "expected_slides", "deck_notebook", "export_deck",
     "install_reveal", "install_mathjax", "build", "main",
 ]
@@ -64,9 +75,17 @@ SLIDE_TAGS = ("slide", "subslide", "fragment")
 #: reveal.js from the npm registry, pinned; its UMD build is ``dist/reveal.js``.
 REVEAL_VERSION = "6.0.2"
 
-#: Matplotlib settings for figures executed for the slides: labels readable from the back row.
-FIGURE_RC = {"font.size": 16, "axes.titlesize": 17, "axes.labelsize": 16, "legend.fontsize": 14,
-             "xtick.labelsize": 14, "ytick.labelsize": 14, "figure.dpi": 100}
+#: The box a figure is drawn in on a slide, CSS pixels: the 1280 x 720 slide less its padding and a margin.
+FIGURE_BOX = (1190, 676)
+
+#: The smallest figure text, in CSS pixels as the slide draws it (the deck's floor is 24 px).
+FIGURE_MIN_PX = 24
+
+#: The white margin around a slide's figure, inches (Matplotlib's 0.1 would be 20 px at the slides' dpi).
+FIGURE_PAD = 0.03
+
+#: The PNG text chunk in which a slide figure records its smallest font (pt) and its dpi.
+PNG_KEY = "llm-slides"
 
 #: The projector override: a 1280 x 720 slide, body text 28 px, nothing visible under 24 px.
 CSS = """
@@ -87,9 +106,20 @@ html .reveal .slides h1, html .reveal .slides h2, html .reveal .slides h3 { text
 .reveal .slides pre { width: 100%; box-shadow: none; }
 .reveal .slides sub, .reveal .slides sup { font-size: 24px; }
 .reveal .slides .jp-RenderedHTMLCommon { --jp-content-font-size1: 28px; --jp-code-font-size: 26px; }
+/* A figure is drawn at its natural size (fit_figure made it for the slide), never scaled up. */
 .reveal .slides .jp-OutputArea-output img, .reveal .slides .jp-RenderedImage img {
-  width: 100%; max-width: 1216px; max-height: 640px; object-fit: contain; }
-.reveal .slides .jp-RenderedImage { width: 100%; }
+  display: block; width: auto; height: auto; max-width: 100%; max-height: 688px; margin: 0 auto; }
+.reveal .slides .jp-RenderedImage { width: 100%; margin: 0; padding: 0; }
+/* JupyterLab's cell and output wrappers add no space of their own: the slide's padding is the margin. */
+.reveal .slides .jp-Cell, .reveal .slides .jp-Cell-inputWrapper, .reveal .slides .jp-InputArea,
+.reveal .slides .jp-Cell-outputWrapper, .reveal .slides .jp-OutputArea, .reveal .slides .jp-OutputArea-child,
+.reveal .slides .jp-RenderedHTMLCommon { margin: 0; padding: 0; }
+.reveal .slides .jp-RenderedHTMLCommon > :last-child { margin-bottom: 0; }
+/* While PAGINATE_JS measures: every slide laid out at its width, its height whatever its content. */
+.reveal.llm-measure .slides { width: 1280px !important; }
+.reveal.llm-measure .slides > section { padding: 0 !important; }
+.reveal.llm-measure .slides > section, .reveal.llm-measure .slides > section > section {
+  display: block !important; position: relative !important; height: auto !important; visibility: hidden; }
 """
 
 #: nbconvert's reveal template with every remote script replaced by local files.
@@ -107,23 +137,102 @@ window.MathJax = {
 </script>
 <script src="mathjax/tex-chtml.js"></script>
 {%- endblock html_head_js_mathjax -%}
+{% block data_png scoped %}
+{%- set record = (output.metadata.get('image/png') or {}).get('slide_figure') -%}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
+{%- if record and record.min_pt %} data-min-pt="{{ record.min_pt }}" data-dpi="{{ record.dpi }}"
+ data-overlaps="{{ record.overlaps or 0 }}"{% endif %}
+ alt="{{ (record.alt if record and record.alt else 'A figure of the chapter') | escape_html }}">
+</div>
+{%- endblock data_png %}
 {%- block html_head_css -%}
 <style type="text/css">{{ resources.slides_css }}</style>
 {%- endblock html_head_css -%}
 {% block footer_js %}
 <script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
 <script>
-Reveal.initialize({
-  controls: true, progress: true, hash: true, center: false, slideNumber: 'c/t',
-  transition: 'none', width: 1280, height: 720, margin: 0
-});
+{{ resources.paginate_js }}
+const images = [...document.images].map(i => i.decode().catch(() => null));
+const typeset = window.MathJax && MathJax.startup ? MathJax.startup.promise : null;
+// the deck starts even if the split fails: a long slide then scrolls, which the test reports
+Promise.all([document.fonts.ready, typeset, ...images]).then(paginate).catch(e => console.error(e)).then(() =>
+  Reveal.initialize({
+    controls: true, progress: true, hash: true, center: false, slideNumber: 'c/t',
+    transition: 'none', width: 1280, height: 720, margin: 0
+  }));
 </script>
 {% endblock footer_js %}
 """
 
+#: A slide taller than 720 px continues on slides below it (class ``llm-continued``), split between
+#: blocks: paragraphs, headings, list items, table rows (the header repeated), outputs. It runs in
+#: the browser once MathJax, the fonts and the images are ready, before reveal.js starts, so the
+#: split is where the reader's browser breaks the lines. A block taller than a slide on its own
+#: (which the test reports) is left whole.
+PAGINATE_JS = """
+async function paginate() {
+  const reveal = document.querySelector('.reveal');
+  reveal.classList.add('llm-measure');
+  await document.fonts.ready;  // the slides' fonts start loading only once the slides are laid out
+  const container = 'div, ul, ol, blockquote, table, tbody, details';
+  const blocks = root => {
+    const out = [];
+    const walk = e => {
+      for (const c of e.children) {
+        if (c.matches('script, style, aside.notes, thead, .jp-Collapser, .jp-InputPrompt, .jp-OutputPrompt')
+            || (c.matches('div') && !c.children.length && !c.textContent.trim())) continue;
+        if (c.matches(container) && !c.matches('.jp-RenderedImage') && c.children.length) walk(c);
+        else out.push(c);
+      }
+    };
+    walk(root);
+    return out;
+  };
+  const splitAt = (section, node) => {
+    // a list, table or cell whose first block moves goes whole, leaving no empty box behind
+    while (node.parentElement !== section && !node.previousElementSibling) node = node.parentElement;
+    const path = [];
+    for (let n = node; n !== section; n = n.parentElement) path.unshift(n);
+    const next = section.cloneNode(false);
+    next.removeAttribute('id');
+    let into = next;
+    path.forEach((n, i) => {
+      if (i === path.length - 1) {
+        for (let s = n; s; ) { const after = s.nextSibling; into.appendChild(s); s = after; }
+        return;
+      }
+      const copy = n.cloneNode(false);
+      copy.removeAttribute('id');
+      if (n.tagName === 'TABLE' && n.tHead) copy.appendChild(n.tHead.cloneNode(true));
+      if (n.tagName === 'OL') copy.start = (n.start || 1) + [...n.children].indexOf(path[i + 1]);
+      into.appendChild(copy);
+      for (let s = n.nextSibling; s; ) { const after = s.nextSibling; into.appendChild(s); s = after; }
+      into = copy;
+    });
+    return next;
+  };
+  for (const first of document.querySelectorAll('.reveal .slides > section > section')) {
+    let section = first;
+    for (;;) {
+      const top = section.getBoundingClientRect().top;
+      const limit = 720 - parseFloat(getComputedStyle(section).paddingBottom);
+      const all = blocks(section);
+      const over = all.findIndex(b => b.getBoundingClientRect().bottom - top > limit);
+      if (over <= 0) break;
+      const next = splitAt(section, all[over]);
+      next.classList.add('llm-continued');
+      section.after(next);
+      section = next;
+    }
+  }
+  reveal.classList.remove('llm-measure');
+}
+"""
+
 _ROLE = re.compile(r"\{(?:term|doc|ref|numref|eq|abbr)\}`([^`<]*?)(?:\s*<[^`>]*>)?`")
 _CITE = re.compile(r"\s*\{cite(?::[pt])?\}`[^`]*`")
-_FENCE = re.compile(r"^\s*(`{3,}|:{3,})\s*\{[^}]*\}.*$|^\s*(`{3,}|:{3,})\s*$")
+_FENCE = re.compile(r"^\s*(`{3,}|:{3,})\s*(.*?)\s*$")
 _OPTION = re.compile(r"^:[\w-]+:.*$")
 _TARGET = re.compile(r"^\(([\w-]+)\)=\s*$")
 
@@ -165,12 +274,37 @@ def expected_slides(nb) -> int:
     return sum(t in ("slide", "subslide") for t in _selection(nb))
 
 
+def _without_directive_fences(lines: list[str]) -> list[str]:
+    """The lines less the fences of MyST directives (```{note}, :::{admonition}), whose content
+    stays; a code block's fences (```python ... ```) stay, and nothing inside it is touched."""
+    out: list[str] = []
+    stack: list[tuple[str, bool]] = []  # each open fence: its marker, and whether it is a directive's
+    for ln in lines:
+        m = _FENCE.match(ln)
+        if m:
+            marker, rest = m.groups()
+            top = stack[-1] if stack else None
+            if top and not rest and marker[0] == top[0][0] and len(marker) >= len(top[0]):
+                stack.pop()
+                if not top[1]:
+                    out.append(ln)
+                continue
+            if not (top and not top[1]):  # a fence opens only outside a code block
+                directive = rest.startswith("{")
+                stack.append((marker, directive))
+                if not directive:
+                    out.append(ln)
+                continue
+        out.append(ln)
+    return out
+
+
 def _plain_markdown(text: str) -> str:
     """MyST that nbconvert's markdown does not render, reduced to its text."""
     text = _CITE.sub("", text)
     text = _ROLE.sub(lambda m: m.group(1).strip(), text)
-    lines = [ln for ln in text.split("\n")
-             if not (_FENCE.match(ln) or _OPTION.match(ln.strip()) or _TARGET.match(ln.strip()))]
+    lines = [ln for ln in _without_directive_fences(text.split("\n"))
+             if not (_OPTION.match(ln.strip()) or _TARGET.match(ln.strip()))]
     # "## Further reading" and what follows is for the book, not the room.
     out = []
     for ln in lines:
@@ -189,13 +323,165 @@ def _offline_prefix() -> list[str]:
     return []
 
 
-_EXECUTE = """
+def _drawn_texts(fig) -> list[tuple[float, object]]:
+    """The font size (pt) and box (px) of every text a draw of ``fig`` puts on the canvas."""
+    import matplotlib.text as mtext
+
+    texts: list[tuple[float, object]] = []
+    original = mtext.Text.draw
+
+    def draw(self, renderer):
+        if self.get_visible() and self.get_text().strip():
+            texts.append((float(self.get_fontsize()), self.get_window_extent(renderer)))
+        return original(self, renderer)
+
+    mtext.Text.draw = draw
+    try:
+        fig.canvas.draw()
+    finally:
+        mtext.Text.draw = original
+    return texts
+
+
+def _overlaps(boxes) -> int:
+    """How many pairs of the boxes overlap by more than a fifth of the smaller one."""
+    count = 0
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            w = min(a.x1, b.x1) - max(a.x0, b.x0)
+            h = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if w > 0 and h > 0 and w * h > 0.2 * min(a.width * a.height, b.width * b.height):
+                count += 1
+    return count
+
+
+def _leave_room_for_legends(fig) -> None:
+    """Keep the tight layout's axes clear of the figure's own legends (``fig.legend``), which it ignores."""
+    renderer = fig.canvas.get_renderer()
+    left, bottom, right, top = 0.0, 0.0, 1.0, 1.0
+    for legend in fig.legends:
+        if not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer).transformed(fig.transFigure.inverted())
+        if box.width >= 0.5:  # a row of entries below or above the axes
+            if box.y0 + box.y1 < 1:
+                bottom = max(bottom, min(box.y1, 0.4))
+            else:
+                top = min(top, max(box.y0, 0.6))
+        elif box.x0 + box.x1 < 1:
+            left = max(left, min(box.x1, 0.4))
+        else:
+            right = min(right, max(box.x0, 0.6))
+    fig.get_layout_engine().set(rect=(left, bottom, right, top))
+
+
+def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MIN_PX,
+               pad_inches: float = FIGURE_PAD) -> dict:
+    """Resize a figure to be drawn at its natural size in ``box`` (CSS px), no text under ``min_px``.
+
+    The chapter's figure keeps its fonts, lines and markers in points; what changes is the
+    figure's size in inches and its dpi. The dpi is chosen so that the smallest text is
+    ``min_px`` pixels, ``dpi = min_px * 72 / smallest pt``, and the size so that the image
+    fills the box at that dpi: every point-sized thing grows on the slide by the same factor,
+    as if the book's figure were redrawn for a bigger screen. A figure with no layout engine
+    gets the tight one (its ``tight_layout()`` ran at the old size). The saved image may be
+    larger or smaller than the figure (text outside the axes, white space cut): the size is
+    adjusted until the saved image fills the box without passing it.
+    Returns the smallest font (pt), the dpi, an alt text from the titles and how many pairs of
+    texts overlap once the fonts have grown (a figure with too much text for a slide): the
+    record :data:`PNG_KEY` carries.
+    """
+    import matplotlib.pyplot as plt  # noqa: F401  (a canvas for a bare Figure)
+
+    sizes = [size for size, _ in _drawn_texts(fig)]
+    titles = [t for t in (fig.get_suptitle(), *(a.get_title() for a in fig.axes)) if t]
+    alt = "Figure: " + "; ".join(titles) if titles else ""
+    if not sizes:
+        return {"min_pt": None, "dpi": float(fig.dpi), "alt": alt}
+    min_pt = min(sizes)
+    dpi = min_px * 72 / min_pt
+    own = fig.get_layout_engine() is None
+    if own:
+        fig.set_layout_engine("tight")
+    pad = 2 * pad_inches
+    fig.set_dpi(dpi)
+    size, fitted = (box[0] / dpi - pad, box[1] / dpi - pad), None
+    for _ in range(6):  # the saved image is the tight box, which does not scale with the figure
+        fig.set_size_inches(*size)
+        if own and fig.legends:
+            _leave_room_for_legends(fig)
+        fig.draw_without_rendering()
+        tight = fig.get_tightbbox()
+        across, down = box[0] / ((tight.width + pad) * dpi), box[1] / ((tight.height + pad) * dpi)
+        if across >= 1 and down >= 1:
+            fitted = size
+            if min(across, down) < 1.02:
+                break
+        size = (size[0] * min(across, 1.1) * 0.995, size[1] * min(down, 1.1) * 0.995)
+    if fitted is None:
+        fitted = size
+    fig.set_size_inches(*fitted)
+    overlaps = _overlaps([box for _, box in _drawn_texts(fig)])
+    return {"min_pt": min_pt, "dpi": dpi, "alt": alt, "overlaps": overlaps}
+
+
+def use_slide_figures(box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MIN_PX) -> None:
+    """In a running IPython kernel: every figure displayed from now on is fitted to a slide.
+
+    Each figure goes through :func:`fit_figure` before it is drawn as PNG, and the PNG carries
+    the figure's smallest font and dpi in a text chunk (:data:`PNG_KEY`, read by
+    :func:`png_record`), so that the deck, and its test, know the size its text is drawn at.
+    """
+    import matplotlib.pyplot as plt
+    from IPython import get_ipython
+    from IPython.core.pylabtools import print_figure
+    from matplotlib.figure import Figure
+
+    def png(fig):
+        record = fit_figure(fig, box, min_px)
+        return print_figure(fig, "png", base64=True, pad_inches=FIGURE_PAD,
+                            metadata={PNG_KEY: json.dumps(record)})
+
+    plt.close(plt.figure())  # the backend loads with the first figure and sets its own formatter then
+    get_ipython().display_formatter.formatters["image/png"].for_type(Figure, png)
+
+
+def png_record(data: str | bytes) -> dict | None:
+    """The :data:`PNG_KEY` record of a PNG (base64 text or bytes) with its pixel size; None without one."""
+    import base64
+    import struct
+
+    raw = base64.b64decode(data) if isinstance(data, str) else data
+    if raw[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    width, height = struct.unpack(">II", raw[16:24])
+    at = 8
+    while at + 8 <= len(raw):
+        length, kind = struct.unpack(">I4s", raw[at:at + 8])
+        if kind == b"tEXt":
+            key, _, value = raw[at + 8:at + 8 + length].partition(b"\0")
+            if key.decode("latin-1") == PNG_KEY:
+                return {**json.loads(value.decode("latin-1")), "width": width, "height": height}
+        if kind == b"IEND":
+            break
+        at += 12 + length
+    return None
+
+
+_STUCK = 75  # the exit status of an execution whose kernel stopped answering (see _execute)
+
+_EXECUTE = f"""
 import sys, nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 src, dst, cwd = sys.argv[1:4]
 nb = nbformat.read(src, as_version=4)
-NotebookClient(nb, timeout=180, startup_timeout=120, kernel_name="python3",
-               resources={"metadata": {"path": cwd}}).execute()
+try:
+    NotebookClient(nb, timeout=60, startup_timeout=60, kernel_name="python3",
+                   resources={{"metadata": {{"path": cwd}}}}).execute()
+except (CellTimeoutError, DeadKernelError, TimeoutError) as e:
+    print(f"the kernel stopped answering: {{e!r}}"[:2000], file=sys.stderr)
+    sys.exit({_STUCK})
 nbformat.write(nb, dst)
 """
 
@@ -203,21 +489,26 @@ nbformat.write(nb, dst)
 def _execute(nb, cwd: Path):
     """Run the notebook top to bottom in a fresh kernel, offline where possible; return it executed."""
     nb = copy.deepcopy(nb)
-    setup = ("import matplotlib.pyplot as plt\n"
-             f"plt.rcParams.update({FIGURE_RC!r})")
+    setup = "from llm_roofline.course.slides import use_slide_figures\nuse_slide_figures()"
     nb.cells.insert(0, nbformat.v4.new_code_cell(setup))
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.ipynb", Path(tmp) / "out.ipynb"
         nbformat.write(nb, src)
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # inline figures, not Agg
         cmd = [*_offline_prefix(), sys.executable, "-c", _EXECUTE, str(src), str(dst), str(cwd)]
-        for attempt in range(2):  # a kernel that never answers (a busy machine) gets one more try
+        # A kernel that stops answering (ipykernel 7 with nbclient, now and then on a busy two-core
+        # machine: the kernel idles while the client waits for a message) gets one more try. No
+        # cell of a chapter takes a minute, nor a chapter 150 s with another beside it, so a cell
+        # past 60 s or a run past 150 s is taken as stuck.
+        for attempt in range(2):
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
-                break
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=150)
             except subprocess.TimeoutExpired:
-                if attempt:
-                    raise RuntimeError("executing the notebook timed out twice") from None
+                proc = None
+            if proc is not None and proc.returncode != _STUCK:
+                break
+            if attempt:
+                raise RuntimeError("executing the notebook got stuck twice (a kernel that stopped answering)")
         if proc.returncode != 0:
             raise RuntimeError(f"executing the notebook failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
         done = nbformat.read(dst, as_version=4)
@@ -252,9 +543,19 @@ def deck_notebook(nb, *, cwd: Path | None = None, execute: bool = True):
                             and any(m in o.get("data", {}) for m in _KEPT_OUTPUTS)]
             for o in cell.outputs:
                 o["data"] = {m: v for m, v in o["data"].items() if m in _KEPT_OUTPUTS or m == "text/plain"}
+                record = png_record(o["data"]["image/png"]) if "image/png" in o["data"] else None
+                if record:
+                    o.setdefault("metadata", {}).setdefault("image/png", {})["slide_figure"] = record
         cells.append(cell)
     deck.cells = cells
     return deck
+
+
+def _figure_records(deck) -> list[dict]:
+    """The :data:`PNG_KEY` record of every figure in the deck notebook, in order."""
+    return [o["metadata"]["image/png"]["slide_figure"]
+            for cell in deck.cells if cell.cell_type == "code" for o in cell.outputs
+            if "slide_figure" in o.get("metadata", {}).get("image/png", {})]
 
 
 def export_deck(deck_nb, title: str, reveal_prefix: str = "reveal.js") -> str:
@@ -271,7 +572,7 @@ def export_deck(deck_nb, title: str, reveal_prefix: str = "reveal.js") -> str:
         require_js_url="", jquery_url="", mathjax_url="mathjax/tex-chtml.js", font_awesome_url="",
     )
     html, _ = exporter.from_notebook_node(
-        deck_nb, resources={"metadata": {"name": title}, "slides_css": CSS})
+        deck_nb, resources={"metadata": {"name": title}, "slides_css": CSS, "paginate_js": PAGINATE_JS})
     return html
 
 
@@ -304,23 +605,37 @@ def install_mathjax(out: Path) -> Path:
     return target
 
 
-def build(notebooks: Path, out: Path, only: list[str] | None = None, execute: bool = True) -> list[Path]:
-    """Write ``out/<chapter>.slides.html`` for every notebook in ``notebooks`` (or those in ``only``)."""
+def build(notebooks: Path, out: Path, only: list[str] | None = None, execute: bool = True,
+          jobs: int | None = None) -> list[Path]:
+    """Write ``out/<chapter>.slides.html`` for every notebook in ``notebooks`` (or those in ``only``).
+
+    The chapters run in ``jobs`` kernels at once (default: one per CPU, at most four).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     out.mkdir(parents=True, exist_ok=True)
     install_reveal(out)
     install_mathjax(out)
-    written = []
-    for path in sorted(notebooks.glob("*.ipynb")):
-        if only and path.stem not in only and path.name not in only:
-            continue
+    paths = [path for path in sorted(notebooks.glob("*.ipynb"))
+             if not only or path.stem in only or path.name in only]
+
+    def prepare(path):
         nb = nbformat.read(path, as_version=4)
-        deck = deck_notebook(nb, cwd=path.parent, execute=execute)
-        html = export_deck(deck, path.stem, reveal_prefix="node_modules/reveal.js")
-        target = out / f"{path.stem}.slides.html"
-        target.write_text(html, encoding="utf-8")
-        mode = "tags" if is_tagged(nb) else "automatic"
-        print(f"{target}: {expected_slides(nb)} slides ({mode})")
-        written.append(target)
+        return path, nb, deck_notebook(nb, cwd=path.parent, execute=execute)
+
+    written = []
+    with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
+        for path, nb, deck in pool.map(prepare, paths):
+            html = export_deck(deck, path.stem, reveal_prefix="node_modules/reveal.js")
+            target = out / f"{path.stem}.slides.html"
+            target.write_text(html, encoding="utf-8")
+            mode = "tags" if is_tagged(nb) else "automatic"
+            print(f"{target}: {expected_slides(nb)} slides ({mode})")
+            for n, record in enumerate(_figure_records(deck), 1):
+                if record.get("overlaps"):
+                    print(f"  figure {n} ({record.get('alt') or 'untitled'}): {record['overlaps']} pairs of "
+                          "texts overlap at projector size; a slide wants a simpler figure")
+            written.append(target)
     return written
 
 
@@ -333,8 +648,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="chapter names (e.g. 04_why_decode_is_bound)")
     parser.add_argument("--no-execute", action="store_true",
                         help="use the outputs stored in the notebook instead of executing it")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="chapters executed at once (default: one per CPU, at most four)")
     args = parser.parse_args(argv)
-    build(args.notebooks, args.out, args.only, execute=not args.no_execute)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    build(args.notebooks, args.out, args.only, execute=not args.no_execute, jobs=args.jobs)
     return 0
 
 

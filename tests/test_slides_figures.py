@@ -1,0 +1,61 @@
+"""The slides' figure fitting and markdown clean-up, without a kernel or a browser (seconds).
+
+tests/test_slides.py checks the built decks in Chromium; this file checks the pieces it relies
+on: a figure redrawn for a slide keeps its text at 24 px or more and fits the box, the PNG
+carries the record the deck's <img> is given, and a code block survives the MyST clean-up."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from IPython.core.pylabtools import print_figure  # noqa: E402
+
+from llm_roofline.course import slides  # noqa: E402
+
+
+def _book_figure(rows=1):
+    fig, axes = plt.subplots(rows, 1, figsize=(7, 4.5 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.plot([1, 2, 4], [3, 1, 2], label="a line")
+        ax.legend(fontsize=9)
+        ax.set_title("a title", fontsize=10)
+        ax.set_xlabel("x (units)")
+    fig.tight_layout()
+    return fig
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_a_fitted_figure_fills_the_box_with_its_smallest_text_at_24_px(rows):
+    fig = _book_figure(rows)
+    record = slides.fit_figure(fig)
+    assert record["min_pt"] == 9 and record["alt"] == "Figure: " + "; ".join(["a title"] * rows)
+    if rows == 1:
+        assert record["overlaps"] == 0  # (two rows at 24 px in 676 px can crowd: counted, not failed)
+    assert record["min_pt"] * record["dpi"] / 72 == pytest.approx(slides.FIGURE_MIN_PX)
+    png = print_figure(fig, "png", base64=True, pad_inches=slides.FIGURE_PAD,
+                       metadata={slides.PNG_KEY: json.dumps(record)})
+    back = slides.png_record(png)
+    assert back["min_pt"] == 9 and back["dpi"] == pytest.approx(record["dpi"])
+    width, height = slides.FIGURE_BOX
+    assert back["width"] <= width and back["height"] <= height  # drawn at its natural size
+    assert back["width"] >= 0.9 * width or back["height"] >= 0.9 * height  # and filling the box
+    plt.close(fig)
+
+
+def test_a_png_without_the_record_has_none():
+    fig = _book_figure()
+    assert slides.png_record(print_figure(fig, "png", base64=True)) is None
+    assert slides.png_record(b"not a png") is None
+    plt.close(fig)
+
+
+def test_myst_fences_go_and_code_blocks_stay():
+    text = ("Intro\n```python\nx = 1\n```\nafter\n"
+            "```{admonition} Takeaways\n:class: tip\n- one\n```\n:::{note}\ninside\n:::\nend")
+    assert slides._plain_markdown(text) == "Intro\n```python\nx = 1\n```\nafter\n- one\ninside\nend"
