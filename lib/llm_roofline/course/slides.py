@@ -437,13 +437,25 @@ def use_slide_figures(box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_
     from IPython.core.pylabtools import print_figure
     from matplotlib.figure import Figure
 
+    from .widgets import SmallMultiples
+
     def png(fig):
         record = fit_figure(fig, box, min_px)
         return print_figure(fig, "png", base64=True, pad_inches=FIGURE_PAD,
                             metadata={PNG_KEY: json.dumps(record)})
 
+    def grid(shown):  # small multiples: one figure on a slide, fitted as a whole
+        fig = shown.grid_figure()
+        try:
+            return png(fig)
+        finally:
+            plt.close(fig)
+
     plt.close(plt.figure())  # the backend loads with the first figure and sets its own formatter then
-    get_ipython().display_formatter.formatters["image/png"].for_type(Figure, png)
+    formatters = get_ipython().display_formatter.formatters
+    formatters["image/png"].for_type(Figure, png)
+    formatters["image/png"].for_type(SmallMultiples, grid)
+    formatters["text/html"].for_type(SmallMultiples, lambda shown: None)  # the PNG, not the panels
 
 
 def png_record(data: str | bytes) -> dict | None:

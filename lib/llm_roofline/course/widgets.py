@@ -105,11 +105,31 @@ class SmallMultiples(_html_class()):
     image at its own size, so its text is never scaled down; printed (``_repr_png_``) as a
     grid of two columns."""
 
+    panels: tuple = ()  # (draw, panel values, title, panel size), set by ``small_multiples``
+
     def _repr_png_(self) -> bytes:
         import base64
 
         pngs = [base64.b64decode(f) for f in _FRAME.findall(self.data)]
         return _grid_png(pngs, 1 if len(pngs) == 1 else 2) if pngs else None
+
+    def grid_figure(self):
+        """The panels drawn again as one matplotlib figure, two to a row (for a slide, where
+        the figure is refitted to the projector as a whole)."""
+        import matplotlib.pyplot as plt
+
+        draw, values, title, (width, height) = self.panels
+        columns = 1 if len(values) == 1 else 2
+        rows = -(-len(values) // columns)
+        fig, axes = plt.subplots(rows, columns, squeeze=False, layout="constrained",
+                                 figsize=(columns * width, rows * height))
+        for ax in axes.flat[len(values):]:
+            ax.set_axis_off()
+        for ax, value in zip(axes.flat, values, strict=False):
+            draw(ax, value)
+        if title:
+            fig.suptitle(title, fontsize=11)
+        return fig
 
 
 class Table(_html_class()):
@@ -283,10 +303,12 @@ def small_multiples(
         for i, image in enumerate(images, start=1))
     heading = (f'<p style="text-align: center; font-weight: 600; margin: 0 0 0.4em">'
                f"{html.escape(title)}</p>") if title else ""
-    return SmallMultiples(
+    shown = SmallMultiples(
         f'<figure class="small-multiples" role="img" aria-label="{html.escape(alt)}" '
         f'style="margin: 0">{heading}<div style="display: flex; flex-wrap: wrap; gap: 6px; '
         f'justify-content: center">{tags}</div></figure>')
+    shown.panels = (draw, panels, title, (width, height))
+    return shown
 
 
 def _check_fmt(fmt: str, value) -> None:
