@@ -10,7 +10,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from llm_roofline.course.widgets import Scrubber, html_table, live, print_size, scrubber, small_multiples  # noqa: E402
+from llm_roofline.course.widgets import (  # noqa: E402
+    Scrubber,
+    SmallMultiples,
+    html_table,
+    live,
+    print_size,
+    scrubber,
+    small_multiples,
+)
 from llm_roofline.roofline import explore  # noqa: E402
 
 
@@ -120,8 +128,13 @@ def test_small_multiples_are_one_image_per_panel_that_wrap_and_print_as_a_grid()
     assert seen == [1, 2, 3] and not plt.get_fignums()  # each panel drawn once, then closed
     assert html.count("<img ") == 3 and 'width="335"' in html and "flex-wrap: wrap" in html
     assert 'aria-label="Three lines, one per k, rising with k."' in html and "A &amp; B" in html
+    # printed: drawn again as one figure, two columns and two rows, at 150 dpi
     grid = plt.imread(io.BytesIO(figure._repr_png_()), format="png")
-    assert grid.shape[:2] == (2 * 300, 2 * 335)  # three panels, two columns, two rows
+    assert grid.shape[:2] == (round(2 * 3.0 * 150), round(2 * 3.35 * 150))
+    assert seen == [1, 2, 3, 1, 2, 3] and not plt.get_fignums()
+    # from its HTML alone (a notebook's saved output), the panels' own images side by side
+    saved = plt.imread(io.BytesIO(SmallMultiples(html)._repr_png_()), format="png")
+    assert saved.shape[:2] == (2 * 300, 2 * 335)
 
 
 @pytest.mark.parametrize(

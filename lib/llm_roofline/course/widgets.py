@@ -103,15 +103,24 @@ class Scrubber(_html_class()):
 class SmallMultiples(_html_class()):
     """Panels side by side that wrap into one column in a narrow window (a phone), each an
     image at its own size, so its text is never scaled down; printed (``_repr_png_``) as a
-    grid of two columns."""
+    grid of two columns, drawn again with its title."""
 
     panels: tuple = ()  # (draw, panel values, title, panel size), set by ``small_multiples``
 
     def _repr_png_(self) -> bytes:
         import base64
+        import io
 
-        pngs = [base64.b64decode(f) for f in _FRAME.findall(self.data)]
-        return _grid_png(pngs, 1 if len(pngs) == 1 else 2) if pngs else None
+        import matplotlib.pyplot as plt
+
+        if not self.panels:  # built from HTML alone: its panels side by side
+            pngs = [base64.b64decode(f) for f in _FRAME.findall(self.data)]
+            return _grid_png(pngs, 1 if len(pngs) == 1 else 2) if pngs else None
+        fig = self.grid_figure()  # drawn again, with its title, at print resolution
+        out = io.BytesIO()
+        fig.savefig(out, format="png", dpi=150)
+        plt.close(fig)
+        return out.getvalue()
 
     def grid_figure(self):
         """The panels drawn again as one matplotlib figure, two to a row (for a slide, where
