@@ -314,7 +314,7 @@ def small_multiples(
                f"{html.escape(title)}</p>") if title else ""
     shown = SmallMultiples(
         f'<figure class="small-multiples" role="img" aria-label="{html.escape(alt)}" '
-        f'style="margin: 0">{heading}<div style="display: flex; flex-wrap: wrap; gap: 6px; '
+        f'style="margin: 0; padding: 0">{heading}<div style="display: flex; flex-wrap: wrap; gap: 4px; '
         f'justify-content: center">{tags}</div></figure>')
     shown.panels = (draw, panels, title, (width, height))
     return shown
