@@ -51,7 +51,7 @@ pdf-student: $(VENV)/.installed
 
 ## test: the whole test suite (library, notebooks, the built book in headless Chromium)
 test: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 ## check: the fast loop while editing (seconds): fast tests and ruff; not the notebooks, book or browser
 check: $(VENV)/.dev-installed
