@@ -47,6 +47,33 @@ def latex_text(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
 
 
+def _inches(name: str, size, maximum: float) -> tuple[float, float]:
+    """A figure size, ``(width, height)`` in inches, each from 0.5 to ``maximum``."""
+    if not isinstance(size, Sequence) or isinstance(size, str) or len(size) != 2:
+        raise ValueError(f"{name} must be (width, height) in inches, got {shorten(size)}")
+    width, height = (real(f"{name} {side}", v, minimum=0.5, maximum=maximum, unit="inches")
+                     for side, v in zip(("width", "height"), size, strict=True))
+    return width, height
+
+
+def _panel_png(draw: Callable, value, size: tuple[float, float], dpi: int, title: str = "") -> bytes:
+    """``draw(ax, value)`` on a fresh figure of ``size`` inches, as PNG bytes at ``dpi``."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=size, dpi=dpi, layout="constrained")
+    try:
+        draw(ax, value)
+        if title:
+            ax.set_title(title, fontsize=10)
+        out = io.BytesIO()
+        fig.savefig(out, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    return out.getvalue()
+
+
 def _grid_png(pngs: Sequence[bytes], columns: int) -> bytes:
     """PNG images of one size as one PNG, ``columns`` to a row, at their own pixels."""
     import io
@@ -79,7 +106,7 @@ class Scrubber(_html_class()):
     the page, or else the frames of the HTML."""
 
     _PRINTED = 6
-    print_frames: list[bytes] = []  # PNGs drawn for print by ``scrubber``
+    print_frames: Sequence[bytes] = ()  # PNGs drawn for print by ``scrubber``
 
     @classmethod
     def picked(cls, count: int) -> list[int]:
@@ -206,10 +233,7 @@ def scrubber(
     interval = integer("interval", interval, minimum=10, maximum=60_000)
     _check_fmt(fmt, values[0])
     dpi = integer("dpi", dpi, minimum=20, maximum=600)
-    if (not isinstance(figsize, Sequence) or isinstance(figsize, str) or len(figsize) != 2):
-        raise ValueError(f"figsize must be (width, height) in inches, got {shorten(figsize)}")
-    width, height = (real(f"figsize {side}", v, minimum=0.5, maximum=50, unit="inches")
-                     for side, v in zip(("width", "height"), figsize, strict=True))
+    width, height = _inches("figsize", figsize, maximum=50)
     fig, ax = plt.subplots(figsize=(width, height), dpi=dpi, layout="constrained")
 
     def frame(i: int) -> None:
@@ -243,20 +267,9 @@ def print_size(width: float, height: float) -> tuple[float, float]:
 
 def _print_frames(draw, values, label, fmt, width, height) -> list[bytes]:
     """The frames the PDF prints (``Scrubber.picked``), drawn anew at their :func:`print_size`."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    pngs = []
-    for i in Scrubber.picked(len(values)):
-        fig, ax = plt.subplots(figsize=print_size(width, height), dpi=150, layout="constrained")
-        draw(ax, values[i])
-        ax.set_title(label + fmt.format(values[i]), fontsize=10)
-        out = io.BytesIO()
-        fig.savefig(out, format="png", dpi=150)
-        plt.close(fig)
-        pngs.append(out.getvalue())
-    return pngs
+    return [_panel_png(draw, values[i], print_size(width, height), 150,
+                       label + fmt.format(values[i]))
+            for i in Scrubber.picked(len(values))]
 
 
 def small_multiples(
@@ -278,9 +291,6 @@ def small_multiples(
     """
     import base64
     import html
-    import io
-
-    import matplotlib.pyplot as plt
 
     panels = sequence("panels", panels, what="panel values", empty=True)
     if not 1 <= len(panels) <= 12:
@@ -290,21 +300,9 @@ def small_multiples(
     alt = text("alt", alt, limit=1000)
     title = text("title", title, empty=True)
     dpi = integer("dpi", dpi, minimum=20, maximum=600)
-    if (not isinstance(panel_size, Sequence) or isinstance(panel_size, str)
-            or len(panel_size) != 2):
-        raise ValueError(f"panel_size must be (width, height) in inches, got {shorten(panel_size)}")
-    width, height = (real(f"panel_size {side}", v, minimum=0.5, maximum=20, unit="inches")
-                     for side, v in zip(("width", "height"), panel_size, strict=True))
-    images = []
-    for panel in panels:
-        fig, ax = plt.subplots(figsize=(width, height), dpi=dpi, layout="constrained")
-        try:
-            draw(ax, panel)
-            out = io.BytesIO()
-            fig.savefig(out, format="png", dpi=dpi)
-        finally:
-            plt.close(fig)
-        images.append(base64.b64encode(out.getvalue()).decode("ascii"))
+    width, height = _inches("panel_size", panel_size, maximum=20)
+    images = [base64.b64encode(_panel_png(draw, panel, (width, height), dpi)).decode("ascii")
+              for panel in panels]
     pixels = round(width * dpi)
     tags = "".join(
         f'<img src="data:image/png;base64,{image}" width="{pixels}" '
