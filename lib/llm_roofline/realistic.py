@@ -116,8 +116,9 @@ class Preset:
 
     def __post_init__(self):
         """Every field checked as user input is (a preset from the data file, from ``fit`` or
-        from ``dataclasses.replace`` alike): fractions of a peak from 0.001 to 1, an overlap from 0 to 1, fixed costs
-        from 0 to 1e9 us (ms), counts of rows; a ``Decimal`` or ``Fraction`` is read as a float."""
+        from ``dataclasses.replace`` alike): fractions of a peak from 0.001 to 1, an overlap
+        from 0 to 1, fixed costs from 0 to 1e9 us (ms), counts of rows; a ``Decimal`` or
+        ``Fraction`` is read as a float."""
         name = validate.text("preset name", self.name)
         for i, field in enumerate(PARAMETERS):
             value = getattr(self, field)

@@ -42,6 +42,7 @@ __all__ = [
     "allocation", "as_float", "available_bytes", "axes", "boolean", "choice", "destination",
     "fraction", "integer", "integers", "is_number", "mapping", "marked", "names", "options",
     "path_name", "read_bytes", "read_json", "real", "reals", "replaceable", "sequence", "shorten",
+    "source_folder",
     "text", "unknown", "what_is", "write_atomically", "write_output",
 ]
 
@@ -544,6 +545,17 @@ def path_name(name: str, value, *, what: str = "file or folder name") -> Path:
             raise ValueError(f"{name} {_shown(text)}: a name in it is {size:,} bytes long; a file "
                              f"system allows at most {NAME_MAX}")
     return Path(text)
+
+
+def source_folder(name: str, value) -> Path:
+    """``value`` as the ``Path`` of an existing folder a writer reads from, or one line naming
+    ``name``, the value and what is there instead (nothing, a file, a FIFO, a dangling link)."""
+    path = path_name(name, value, what="folder name")
+    kind = what_is(path)
+    if kind not in ("a folder", "a link to a folder"):
+        raise ValueError(f"{name} {_shown(str(path))} " + (
+            "does not exist" if kind == "nothing" else f"is {kind}, not a folder"))
+    return path
 
 
 def _inside(a: Path, b: Path) -> bool:

@@ -48,9 +48,9 @@ from ..validate import (
     boolean,
     destination,
     names,
-    path_name,
     read_json,
     replaceable,
+    source_folder,
     what_is,
     write_output,
 )
@@ -257,11 +257,8 @@ def write_course(notebooks: Path, root: Path, chapters: list[str] | None = None,
     import llm_roofline.course.exercises  # noqa: F401  (every chapter registers its checks)
 
     release, force = boolean("release", release), boolean("force", force)
-    notebooks = path_name("notebooks", notebooks, what="folder name")
+    notebooks = source_folder("notebooks folder", notebooks)
     try:
-        if not notebooks.is_dir():
-            raise ValueError(f"notebooks folder {str(notebooks)!r} does not exist or is not a "
-                             f"folder (it is {what_is(notebooks)})")
         found = sorted(p.stem for p in notebooks.glob("[0-9][0-9]_*.ipynb") if p.is_file())
     except OSError as err:
         raise ValueError(f"cannot read the notebooks folder {str(notebooks)!r}: "

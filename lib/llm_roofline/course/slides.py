@@ -69,12 +69,11 @@ from ..validate import (
     destination,
     integer,
     names,
-    path_name,
     read_json,
     replaceable,
     shorten,
+    source_folder,
     unknown,
-    what_is,
     write_output,
 )
 
@@ -699,10 +698,7 @@ def build(notebooks: Path, out: Path, only: list[str] | None = None, execute: bo
     execute, force = boolean("execute", execute), boolean("force", force)
     if jobs is not None:
         jobs = integer("jobs", jobs, maximum=64)
-    notebooks = path_name("notebooks", notebooks, what="folder name")
-    if what_is(notebooks) not in ("a folder", "a link to a folder"):
-        raise ValueError(f"notebooks {str(notebooks)!r} is not a folder of notebooks (it is "
-                         f"{what_is(notebooks)})")
+    notebooks = source_folder("notebooks", notebooks)
     out = destination("out", out, sources=[notebooks])
     found = sorted(p for p in notebooks.glob("*.ipynb") if p.is_file())
     if only is not None:

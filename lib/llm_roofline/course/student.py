@@ -25,11 +25,10 @@ from ..validate import (
     _shown,
     boolean,
     destination,
-    path_name,
     read_json,
     replaceable,
     shorten,
-    what_is,
+    source_folder,
     write_output,
 )
 
@@ -94,11 +93,8 @@ def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list
     written to a temporary file first and then renamed, so a failure leaves no partial file.
     """
     force = boolean("force", force)
-    src = path_name("src", src, what="folder name")
+    src = source_folder("source folder", src)
     try:
-        if not src.is_dir():
-            raise ValueError(f"source folder {_p(src)} does not exist or is not a folder "
-                             f"(it is {what_is(src)})")
         notebooks = sorted(p for p in src.glob("*.ipynb") if p.is_file())
     except OSError as err:
         raise ValueError(f"cannot read {_p(src)}: {err.strerror or err}") from None
