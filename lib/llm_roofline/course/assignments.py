@@ -86,6 +86,9 @@ _CONFIG = '''"""nbgrader's configuration for the course (written by llm_roofline
 c = get_config()  # noqa: F821 (nbgrader provides it)
 c.CourseDirectory.course_id = "physics-of-llm-inference"
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE: compute the answer above"}}
+# a chapter's cells take seconds; a shared course server grading many submissions at once
+# may be slow: two minutes a cell before nbgrader gives up (its default is 30 s)
+c.Execute.timeout = 120
 '''
 
 _INTRO = re.compile(r"Check numeric answers with `check\(\"<exercise id>\", your_answer\)`[^\n]*"
