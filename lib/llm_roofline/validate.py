@@ -16,6 +16,17 @@ ignored), :func:`read_bytes` and :func:`read_json` read a file with a size cap t
 devices and pipes (at most ``cap + 1`` bytes) and strict JSON, :func:`allocation` refuses an
 array larger than half the free memory before it is made, and :func:`unknown` is the one message
 for a name not found (``unknown model 'x'; did you mean 'y'? known: ...``).
+
+Numbers of any kind: a ``Decimal`` or a ``Fraction`` is read like the float it is
+(:func:`is_number`, :func:`as_float`), wherever a real number is asked for.
+
+Writers: every command that writes files (the student edition, the nbgrader course, the slides,
+a fitted preset, a saved accelerator) goes through one gate: :func:`destination` refuses a bad
+name, a destination that overlaps the writer's source and a file or special file where a folder
+must be; :func:`replaceable` refuses to replace a file the writer did not write (its outputs
+carry a marker) unless forced, and never replaces a folder, FIFO or device; :func:`write_output`
+writes through a temporary file renamed into place. :func:`what_is` says what a path is (a
+FIFO, a dangling link, a device) for the messages.
 """
 
 from __future__ import annotations
