@@ -12,6 +12,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import re
 import sys
 import textwrap
@@ -56,8 +57,11 @@ another script's digits); ``inf`` and ``nan`` are read so that the check can nam
 MAX_GPUS = 2**20
 """The most GPUs --n-gpus takes: the library's own limit (``deployment.setup``)."""
 
-MAX_POINTS = 1000
-"""The most points a sweep prints (each prices the bound, the memory and a joining request)."""
+MAX_POINTS = 100
+"""The most points a sweep prints. Each point prices the kernel-by-kernel estimate, the memory,
+the largest batch and a joining request: about 25 ms of one core, so 100 points take about
+3 s (1,000 took 23.5 s on an idle machine; ``tests/test_bad_input_course.py`` times the
+maximum). For larger grids call ``llm_roofline.estimate`` with arrays, which is vectorised."""
 
 MAX_QUEUE_S = 1e9
 """The longest --queue, seconds: the library's own limit (``calculator.estimate``'s queue_s)."""
@@ -207,19 +211,45 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0, or 2 for bad arguments)."""
     parser = _parser()
     args = parser.parse_args(_joined(sys.argv[1:] if argv is None else list(argv), parser))
+    if sys.stdout is None:  # started with its output closed (`llm-roofline gpus >&-`)
+        return _cannot_write("standard output is closed")
     try:
         sys.stdout.flush()
         if args.command == "models":
-            print(_models_table())
+            text = _models_table()
         elif args.command == "gpus":
-            print(_gpus_table())
+            text = _gpus_table()
         else:
-            print(_estimate(args))
+            text = _estimate(args)
+        print(text)
+        sys.stdout.flush()
     except ValueError as err:
         parser.error(_flag_names(str(err).splitlines()[0] if str(err) else type(err).__name__))
     except BrokenPipeError:  # the reader (for example `head`) stopped reading: not an error
         sys.stdout = None
+    except OSError as err:  # a full disk (`> /dev/full`), a closed or unwritable output
+        return _cannot_write(err.strerror or type(err).__name__)
     return 0
+
+
+def _cannot_write(reason: str) -> int:
+    """One line on standard error, exit code 1, when the output cannot be written; what is left
+    in the output's buffer goes nowhere rather than failing again at exit."""
+    try:
+        fd = sys.stdout.fileno() if sys.stdout is not None else None
+        if fd is not None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        sys.stdout = None
+    if sys.stderr is not None:
+        try:
+            sys.stderr.write(f"llm_roofline: error: cannot write the output: {reason}\n")
+            sys.stderr.flush()
+        except OSError:
+            pass
+    return 1
 
 
 def _joined(argv: list[str], parser) -> list[str]:
@@ -322,7 +352,8 @@ def _estimate(args) -> str:
     points = _points(args)
     if len(points) > MAX_POINTS:
         raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
-                         f"a sweep prints at most {MAX_POINTS:,}")
+                         f"a sweep prints at most {MAX_POINTS:,} (for more, call "
+                         "llm_roofline.estimate with arrays)")
     results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in points]
     _json(results)  # never a non-finite number, in a table as in JSON
     if args.json:

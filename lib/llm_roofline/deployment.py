@@ -297,7 +297,8 @@ def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dt
         model=cfg, accelerator=chip, n_gpus=n_gpus, nodes=nodes, weight_dtype=weights,
         kv_dtype=kv, compute_dtype=_compute_dtype(chip, weights, compute_dtype), act_dtype=act,
         weight_group_size=group, head_dtype=_compute_dtype(chip, head, None),
-        attention_dtype=_compute_dtype(chip, act, attention_dtype), mbu=validate.fraction("mbu", mbu),
+        attention_dtype=_compute_dtype(chip, act, attention_dtype, "attention_dtype"),
+        mbu=validate.fraction("mbu", mbu),
         mfu=validate.fraction("mfu", mfu), shares=_shares(cfg, n_gpus),
         sizes=_sizes(weights, kv, act, group),
     )
@@ -393,9 +394,13 @@ def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
     }
 
 
-def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -> str:
+def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None,
+                   name: str = "compute_dtype") -> str:
     if compute_dtype is not None:
-        chip.peak(compute_dtype)  # raises if the chip lacks it
+        try:
+            chip.peak(compute_dtype)  # raises if the chip lacks it
+        except ValueError as err:  # the message names the argument the user passed
+            raise ValueError(f"{name} {validate.shorten(compute_dtype, 40)}: {err}") from None
         return canonical(compute_dtype)
     # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16)
     wanted = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int4": "bf16", "int4_zp": "bf16"}.get(
