@@ -177,7 +177,7 @@ def test_listings(capsys):
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--mbu", "5e-324"], "--mbu"),
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--mfu", "nan"], "--mfu"),
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--queue", "-1"], "--queue"),
-        (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "3"], "--n-gpus (3)"),
+        (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "3"], "--n-gpus (3 GPUs)"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--prompt", "9000"],
          "max_context"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--dtype", "fp7"], "fp7"),
@@ -443,3 +443,97 @@ def test_the_readmes_library_example_runs_and_names_its_times():
     est = namespace["est"]
     assert "ttft_kernel_s" in example and "ttft_floor_s" in example
     assert est.ttft_floor_s <= est.ttft_kernel_s and est.tpot_floor_s <= est.tpot_kernel_s
+
+
+_UNIT = (r"(?:tokens?|GPUs?|users?|requests?|seconds|s|ms|us|GiB|GB/s|GB|bytes|points"
+         r"|attention heads|KV heads|weights|nodes?|%)(?![\w/])")
+_NUMBER = r"\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?"
+
+
+def unitless_numbers(message: str) -> list[str]:
+    """The numbers of a message that name no unit. Not counted: the echo of the bad value
+    (after ", got"), quoted names ('llama-3-70b'), an example of the syntax ("(e.g. 1,8)"), a
+    flag's value ("--batch 30"), digits inside a name (fp8, W4A16, n_gpus). A number passes
+    when a unit follows it, or follows the number it ranges to ("from 1 to 8 GPUs", "23.3 of
+    80.0 GiB"), or when its clause names the unit first ("a number of seconds >= 0") or says
+    it is a fraction (a dimensionless share: "a fraction of the peak from 0.001 to 1")."""
+    text = re.sub(r", got .*$", "", message)
+    text = re.sub(r"'[^']*'", "''", text)
+    text = re.sub(r"\(e\.g\. [^)]*\)", "", text)
+    text = re.sub(rf"--[a-z-]+ {_NUMBER}", "", text)
+    bad = []
+    for m in re.finditer(rf"(?<![\w.*'-]){_NUMBER}(?![\w*])", text):
+        after, clause = text[m.end():], re.split(r"[;:(]", text[:m.start()])[-1]
+        if re.match(rf"\s*(?:(?:to|of|and) {_NUMBER} )?{_UNIT}", after):
+            continue
+        if re.search(rf"\bof {_UNIT}|fraction", clause):
+            continue
+        bad.append(m.group())
+    return bad
+
+
+def test_the_unit_check_can_fail():
+    assert unitless_numbers("... with the reserve, and a GPU has 24.0") == ["24.0"]
+    assert unitless_numbers("max_context = 8192") == ["8192"]
+    assert unitless_numbers("n_gpus (3) must divide n_heads (64) of 'llama-3-70b'") == ["3", "64"]
+    assert unitless_numbers("n_gpus (3 GPUs) must divide n_heads (64 attention heads) of "
+                            "'llama-3-70b', got 3") == []
+
+
+CLI = ("estimate", "--model", "llama-3-70b", "--gpu", "h100")
+
+
+@pytest.mark.parametrize("argv", [
+    (*CLI, "--batch", "0"), (*CLI, "--prompt", "9000"), (*CLI, "--output", "0"),
+    (*CLI, "--n-gpus", "3"), (*CLI, "--n-gpus", "0"), (*CLI, "--mbu", "5"), (*CLI, "--queue", "-1"),
+    ("estimate", "--model", "qwen2.5-7b", "--gpu", "h100", "--n-gpus", "14"),
+    (*CLI, "--batch", ",".join(map(str, range(1, 40))), "--prompt", ",".join(map(str, range(1, 40)))),
+])
+def test_every_number_in_an_error_carries_its_unit(capsys, argv):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and re.search(r"\d", err)
+    assert unitless_numbers(err.strip()) == [], err
+
+
+def test_every_number_in_the_verdict_and_the_advice_carries_its_unit(capsys):
+    lines = []
+    for argv in (("estimate", "--model", "llama-3-70b", "--gpu", "4090"), SEVENTY_B,
+                 ("estimate", "--model", "llama-3-8b", "--gpu", "h100"),
+                 ("estimate", "--model", "llama-3-70b", "--gpu", "m4max")):
+        out = run(capsys, *argv)[1]
+        verdict = out.split("\n\n")[1].splitlines()
+        assert verdict[0].startswith(("FITS", "DOES NOT FIT"))
+        lines += verdict
+    assert any("a GPU has" in line for line in lines) and any("--n-gpus" in x for x in lines)
+    for line in lines:
+        assert unitless_numbers(line) == [], line
+
+
+def _message(call) -> str:
+    with pytest.raises(ValueError) as caught:
+        call()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: lr.estimate("llama-3-70b", "h100", 0, 1, 1),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 0, 1),
+    lambda: lr.estimate("llama-3-70b", "h100", [1, 2], 9000, 1),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, n_gpus=3),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, n_gpus=0),
+    lambda: lr.estimate("qwen2.5-7b", "h100", 1, 1, 1, n_gpus=14),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, mbu=2),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, queue_s=-1),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, reserve_fraction=2),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, prefill_chunk=2),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, weight_group_size=0),
+    lambda: lr.vram.max_prompt_len("llama-3-8b", "h100", 0, 1),
+    lambda: lr.vram.max_prompt_len("llama-3-8b", "h100", 1, 10**6),
+    lambda: lr.vram.gpus_needed("llama-3-8b", "h100", 1, 1, 1, max_gpus=0),
+    lambda: lr.calculator.decode_step("llama-3-8b", "h100", 1, 10**6),
+])
+def test_every_number_in_a_library_message_carries_its_unit(call):
+    """The messages of deployment, vram and calculator that hold a number (the brief's grep)."""
+    message = _message(call)
+    assert re.search(r"\d", message.split(", got")[0]), message
+    assert unitless_numbers(message) == [], message

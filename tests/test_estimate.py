@@ -476,7 +476,7 @@ def test_moe_decode_reads_the_experts_the_batch_touches():
         (dict(batch=1.5), "batch"),
         (dict(prompt_len=0), "prompt_len"),
         (dict(output_len=-1), "output_len"),
-        (dict(prompt_len=8000, output_len=500), "max_context = 8192"),
+        (dict(prompt_len=8000, output_len=500), "max_context = 8,192 tokens"),
         (dict(n_gpus=3), "n_gpus"),
         (dict(n_gpus=0), "n_gpus"),
         (dict(weight_dtype="fp7"), "fp7"),

@@ -78,8 +78,9 @@ _API_NAMES = {"n_gpus": "--n-gpus", "prompt_len": "--prompt", "output_len": "--o
               "compute_dtype": "--compute-dtype", "engine": "--engine"}
 
 
-def _counts(option: str, minimum: int = 1, maximum: int = validate.MAX_COUNT):
-    """An argparse type: one integer, or a comma-separated list of them (a sweep)."""
+def _counts(option: str, unit: str, minimum: int = 1, maximum: int = validate.MAX_COUNT):
+    """An argparse type: one integer, or a comma-separated list of them (a sweep), of
+    ``unit`` (named in the message)."""
 
     def parse(text: str) -> list[int]:
         parts = [p.strip() for p in text.split(",")]
@@ -95,7 +96,8 @@ def _counts(option: str, minimum: int = 1, maximum: int = validate.MAX_COUNT):
                     f"got {validate.shorten(text, 40)}"
                 ) from None
             try:
-                values.append(validate.integer(option, number, minimum=minimum, maximum=maximum))
+                values.append(validate.integer(option, number, minimum=minimum, maximum=maximum,
+                                               unit=unit))
             except ValueError as err:
                 raise argparse.ArgumentTypeError(str(err)) from None
         return values
@@ -171,13 +173,14 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--kv-dtype", default=None, metavar="DTYPE",
                      help="KV-cache precision, same spellings as --dtype (default: bf16, "
                      "whatever --dtype is, as engines do)")
-    est.add_argument("--batch", type=_counts("--batch"), default=[1], metavar="N[,N...]",
+    est.add_argument("--batch", type=_counts("--batch", "users"), default=[1], metavar="N[,N...]",
                      help="concurrent requests decoded together, users (default: 1)")
-    est.add_argument("--prompt", type=_counts("--prompt"), default=[2048], metavar="N[,N...]",
+    est.add_argument("--prompt", type=_counts("--prompt", "tokens"), default=[2048], metavar="N[,N...]",
                      help="prompt length per request, tokens (default: 2048)")
-    est.add_argument("--output", type=_counts("--output"), default=[256], metavar="N[,N...]",
+    est.add_argument("--output", type=_counts("--output", "tokens"), default=[256], metavar="N[,N...]",
                      help="generated length per request, tokens (default: 256)")
-    est.add_argument("--n-gpus", type=_counts("--n-gpus", maximum=MAX_GPUS), default=[1], metavar="N[,N...]",
+    est.add_argument("--n-gpus", type=_counts("--n-gpus", "GPUs", maximum=MAX_GPUS), default=[1],
+                     metavar="N[,N...]",
                      help="tensor-parallel degree, GPUs; must divide the attention heads, and "
                      "divide the KV heads or be a multiple of them (default: 1)")
     est.add_argument("--mbu", type=_number("--mbu"), default=1.0,
@@ -345,7 +348,7 @@ def _estimate(args) -> str:
     points = _points(args)
     if len(points) > MAX_POINTS:
         raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
-                         f"a sweep prints at most {MAX_POINTS:,}")
+                         f"a sweep prints at most {MAX_POINTS:,} points")
     results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in points]
     _json(results)  # never a non-finite number, in a table as in JSON
     if args.json:
@@ -453,7 +456,7 @@ def _report(r: dict) -> str:
                      f"with the reserve; up to {r['max_batch']:,} users fit")
     else:
         lines.append(f"DOES NOT FIT: it needs {used + gib['reserve']:.2f} GiB per GPU with the "
-                     f"reserve, and a GPU has {gib['capacity']:.1f}")
+                     f"reserve; a GPU has {gib['capacity']:.1f} GiB")
         lines += ["what would fit:", *_fit_advice(r)]
     lines += [
         "",
