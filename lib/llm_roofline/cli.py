@@ -3,7 +3,12 @@
 A thin front end: every number comes from the calculator, ``models`` and ``hardware``; this
 module only parses, chooses what to show and formats it. Bad arguments print one line
 (``llm_roofline: error: ...``) and exit with code 2; a result is never printed with a
-non-finite number, and ``--json`` is strict JSON (no ``NaN``, no ``Infinity``).
+non-finite number, and ``--json`` is strict JSON (no ``NaN``, no ``Infinity``), every real to
+``SIGNIFICANT_FIGURES`` significant figures. Its times are named as the Python result's: the
+floor ``ttft_floor_s``, ``tpot_floor_s`` (and ``throughput_floor_tok_s``, ``e2e_floor_s``),
+the kernel-by-kernel time ``ttft_kernel_s``, ``tpot_kernel_s`` (and ``ttft_joining_kernel_s``,
+``throughput_kernel_tok_s``, ``e2e_kernel_s``) and, with ``--realistic``, the calibrated
+prediction ``ttft_predicted_s``, ``tpot_predicted_s`` (and so on).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from .dtypes import aliases
 from .models import SUPPORTED_MODEL_TYPES, get_model, list_models, load_config, model_info
 from .vram import gpus_needed, max_batch, max_prompt_len
 
-__all__ = ["commands", "help_text", "main"]
+__all__ = ["SIGNIFICANT_FIGURES", "commands", "help_text", "main"]
 
 _GIB = 2**30
 
@@ -569,12 +574,14 @@ def _fit_advice(r: dict) -> list[str]:
 
 
 def _sweep_table(results: list[dict]) -> str:
+    kind = "predicted" if "kind" in results[0] else "kernel-by-kernel"
+    over = f"{'':45}{f' {kind} ':-^30}"  # spans TTFT, TPOT and tokens/s
     head = (f"{'batch':>7} {'prompt':>7} {'output':>7} {'GPUs':>4}  {'fits':<4} {'free GiB':>9} "
             f"{'TTFT':>9} {'TPOT':>9} {'tokens/s':>10}  decode")
     lines = [f"{results[0]['model']} on {results[0]['accelerator']}: weights "
              f"{results[0]['weight_dtype']}, KV cache {results[0]['kv_dtype']}, tensor math "
-             f"{results[0]['compute_dtype']} (times {results[0].get('kind') or 'kernel-by-kernel'}"
-             "; times if it fit where it does not)", head]
+             f"{results[0]['compute_dtype']} ({results[0].get('kind') or 'kernel-by-kernel times'}"
+             "; where it does not fit, as if it did)", over, head]
     for r in results:
         which = "predicted" if "kind" in r else "kernel"
         lines.append(
