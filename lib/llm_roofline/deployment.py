@@ -287,11 +287,12 @@ def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dt
     ``mbu``, ``mfu``: achieved fractions of peak bandwidth and peak FLOP/s, from 0.001 to 1.
     """
     cfg, chip = _model(model), get_accelerator(accelerator)
-    n_gpus = validate.integer("n_gpus", n_gpus, maximum=2**20)
+    n_gpus = validate.integer("n_gpus", n_gpus, maximum=2**20, unit="GPUs")
     nodes = chip.nodes(n_gpus)  # raises without an interconnect, or without a network beyond
     weights, kv = canonical(weight_dtype), canonical(kv_dtype)
     act = canonical(act_dtype)
-    group = validate.integer("weight_group_size", weight_group_size, maximum=2**20)
+    group = validate.integer("weight_group_size", weight_group_size, maximum=2**20,
+                             unit="weights")
     head = weights if weights in _FLOAT_FORMATS else "bf16"
     return Setup(
         model=cfg, accelerator=chip, n_gpus=n_gpus, nodes=nodes, weight_dtype=weights,
@@ -335,19 +336,20 @@ def _model(model) -> ModelConfig:
 
 
 def _sizes_of(cfg: ModelConfig, batch, prompt_len, output_len):
-    b, p, o = (validate.integers(n, v) for n, v in
-               (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)))
+    b, p, o = (validate.integers(n, v, unit=u) for n, v, u in
+               (("batch", batch, "requests"), ("prompt_len", prompt_len, "tokens"),
+                ("output_len", output_len, "tokens")))
     if np.any(p + o > cfg.max_context):
         worst = int(np.max(p + o))
         raise ValueError(
-            f"prompt_len + output_len = {worst:,} exceeds the context limit of {cfg.name!r}: "
-            f"max_context = {cfg.max_context}"
+            f"prompt_len + output_len = {worst:,} tokens exceeds the context limit of "
+            f"{cfg.name!r}: max_context = {cfg.max_context:,} tokens"
         )
     return b, p, o
 
 
 def _contexts(cfg: ModelConfig, context) -> np.ndarray:
-    return validate.integers("context", context, maximum=cfg.max_context)
+    return validate.integers("context", context, maximum=cfg.max_context, unit="tokens")
 
 
 MIN_PREFILL_CHUNK = 64
@@ -356,7 +358,7 @@ MIN_PREFILL_CHUNK = 64
 
 def prefill_chunk_of(chunk) -> int:
     """``prefill_chunk`` checked: an integer of at least ``MIN_PREFILL_CHUNK`` tokens."""
-    return validate.integer("prefill_chunk (tokens)", chunk, minimum=MIN_PREFILL_CHUNK)
+    return validate.integer("prefill_chunk", chunk, minimum=MIN_PREFILL_CHUNK, unit="tokens")
 
 
 def prefill_pass_tokens(batch, prompt_len, chunk: int):
@@ -377,14 +379,14 @@ def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
     """Per op, the fraction of its FLOPs and bytes one GPU does under tensor parallelism."""
     if cfg.n_heads % n_gpus:
         raise ValueError(
-            f"n_gpus ({n_gpus}) must divide n_heads ({cfg.n_heads}) of {cfg.name!r} "
-            "for tensor parallelism"
+            f"n_gpus ({n_gpus} GPUs) must divide n_heads ({cfg.n_heads} attention heads) of "
+            f"{cfg.name!r} for tensor parallelism"
         )
     kv = cfg.n_kv_heads
     if not cfg.is_mla and kv % n_gpus and n_gpus % kv:
         raise ValueError(
-            f"n_gpus ({n_gpus}) must divide n_kv_heads ({kv}) of {cfg.name!r}, or be a multiple "
-            "of it (then the KV heads are replicated)"
+            f"n_gpus ({n_gpus} GPUs) must divide n_kv_heads ({kv} KV heads) of {cfg.name!r}, or "
+            "be a multiple of it (then the KV heads are replicated)"
         )
     share = kv_share(cfg, n_gpus)
     replicated = _REPLICATED | (_KV_OPS if cfg.is_mla else set())

@@ -145,7 +145,8 @@ class Realistic:
     """A calibrated prediction (``kind``), never a floor.
 
     ``estimate``: the calculator's ``Estimate`` with the preset's ``mbu`` and ``mfu`` and the
-    fixed overheads added to ``ttft_s``, ``tpot_s`` (and so ``throughput_tok_s``, ``e2e_s``);
+    fixed overheads added to ``ttft_s``, ``tpot_s`` (and so ``throughput_tok_s``, ``e2e_s``),
+    which hold the prediction (its ``kind`` says so; its ``*_kernel_s`` names refuse);
     its ``breakdown()`` rows are the kernels' rooflines at the preset's efficiencies, without
     the fixed overheads (``overhead_prefill_s``, ``overhead_decode_s``); its floors are the
     floors at peak. ``bound``: the same configuration kernel by kernel at ``mbu = mfu = 1``
@@ -253,7 +254,8 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
         allreduce_s=_out(decode.allreduce_s + collectives),
         bandwidth_utilisation=_out(decode.decode_bytes / tpot / get_accelerator(accelerator).bandwidth),
         phases={"prefill": prefill.phases["prefill"], "decode": decode.phases["decode"]},
-        ttft_floor_s=bound.ttft_floor_s, tpot_floor_s=bound.tpot_floor_s, busy=bound.busy)
+        ttft_floor_s=bound.ttft_floor_s, tpot_floor_s=bound.tpot_floor_s, busy=bound.busy,
+        kind=KIND)
     return Realistic(estimate=est, bound=bound, preset=p,
                      overhead_prefill_s=_out(passes * per_pass + p.request_overhead_ms * 1e-3),
                      overhead_decode_s=_out(per_pass))

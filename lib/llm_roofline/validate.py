@@ -114,22 +114,32 @@ def _plain(value):
     return value
 
 
+def _unit(unit: str) -> str:
+    return f" {unit}" if unit else ""
+
+
 def _is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
-def integer(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
-    """A Python or NumPy integer in ``[minimum, maximum]``, as an ``int``."""
+def integer(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT,
+            unit: str = "") -> int:
+    """A Python or NumPy integer in ``[minimum, maximum]``, as an ``int``. ``unit`` (what it
+    counts: ``"tokens"``, ``"GPUs"``) follows the bounds in the message."""
     if not _is_integer(value) or not minimum <= value <= maximum:
         raise ValueError(
-            f"{name} must be an integer from {minimum:,} to {maximum:,}, got {shorten(value)}"
+            f"{name} must be an integer from {minimum:,} to {maximum:,}{_unit(unit)}, "
+            f"got {shorten(value)}"
         )
     return int(value)
 
 
-def integers(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT) -> np.ndarray:
-    """An integer or a non-empty array of whole numbers in ``[minimum, maximum]``, as int64."""
-    what = f"{name} must be an integer from {minimum:,} to {maximum:,} (or an array of them)"
+def integers(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT,
+             unit: str = "") -> np.ndarray:
+    """An integer or a non-empty array of whole numbers in ``[minimum, maximum]``, as int64
+    (``unit`` as for ``integer``)."""
+    what = (f"{name} must be an integer from {minimum:,} to {maximum:,}{_unit(unit)} (or an "
+            "array of them)")
     if isinstance(value, str | bytes | bool | np.bool_) or value is None:
         raise ValueError(f"{what}, got {shorten(value)}")
     try:
