@@ -235,7 +235,7 @@ def disaggregated(model: ModelConfig | str, accelerator, batch: int, prompt_len:
         try:  # each pool and the whole: the message names the argument the user passed
             setup(model, accelerator, n_gpus=n, **options)
         except ValueError as err:
-            raise ValueError(re.sub(rf"^n_gpus \({n}\)", f"{label} ({n})", str(err))) from None
+            raise ValueError(re.sub(rf"^n_gpus \({n}( GPUs)?\)", f"{label} ({n}\\1)", str(err))) from None
     whole = setup(model, accelerator, n_gpus=together, **options)
     both = mixed_step(model, accelerator, b, ctx, p, n_gpus=together, **options)
     colocated_tpot = estimate(model, accelerator, b, p, o, n_gpus=together, **options).tpot_s
