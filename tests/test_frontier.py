@@ -140,3 +140,33 @@ def test_dp_layout_bad_input():
         lr.parallel.parallel_estimate("deepseek-v3", "H100", 8, 10, 10,
                                       lr.parallel.Layout(dp=8, ep=8))
     assert str(lr.parallel.Layout(dp=8, ep=8)) == "DP8 attention x EP8 (8 GPUs)"
+
+
+def test_every_floor_names_its_scope():
+    est = lr.estimate("deepseek-v3", "H200", 64, 2000, 1000, n_gpus=8, weight_dtype="fp8")
+    assert est.floor_scope == ("floor (TP8, all-reduces in bf16 on 8 x NVIDIA H200 SXM; "
+                               "fp8_e4m3 weights, W8A8, KV cache bf16)")
+    assert any("dp_ep_estimate" in c for c in est.floor_caveats)
+    one = lr.estimate("llama-3-8b", "H100", 1, 100, 10, weight_dtype="nvfp4")
+    assert one.floor_scope == ("floor (one GPU on NVIDIA H100 SXM; nvfp4 weights, W4A16 "
+                               "weight-only, KV cache bf16)")
+    assert len(one.floor_caveats) == 1 and "speculative" in one.floor_caveats[0]
+
+
+def test_cli_dp_ep(capsys):
+    from llm_roofline import cli
+
+    code = cli.main(["estimate", "--model", "deepseek-v3", "--gpu", "h100", "--dp", "8", "--ep",
+                     "8", "--dtype", "fp8", "--kv-dtype", "fp8", "--batch", "512", "--prompt",
+                     "2000", "--output", "1000", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    import json
+
+    r = json.loads(out)
+    assert r["layout"] == "DP8 attention x EP8 (8 GPUs)" and r["batch_per_gpu"] == 64
+    assert r["floor_scope"].startswith("floor (DP8 attention x EP8")
+    assert r["tpot_floor_s"] < r["tpot_s"] and r["fits"] is False
+    with pytest.raises(SystemExit):
+        cli.main(["estimate", "--model", "deepseek-v3", "--gpu", "h100", "--ep", "8"])
+    assert "--ep N needs --dp N" in capsys.readouterr().err

@@ -27,8 +27,8 @@ from .models import ModelConfig, get_model
 
 __all__ = [
     "ATTENTION_KERNEL", "ELEMENTWISE", "Flag", "HEAD_OPS", "Label", "MIN_PREFILL_CHUNK", "Number",
-    "Setup", "WEIGHT_MATMULS", "kv_bytes_per_element", "kv_share", "prefill_chunk_of",
-    "prefill_pass_tokens", "setup",
+    "Setup", "WEIGHT_MATMULS", "floor_caveats", "floor_scope", "kv_bytes_per_element", "kv_share",
+    "prefill_chunk_of", "prefill_pass_tokens", "setup",
 ]
 
 Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays
@@ -435,6 +435,42 @@ def _describe_precision(weights: str, kv: str, compute: str, head: str, attentio
         kind = f"W{w:g}A{a:g}"
     return (f"weights {weights}, KV cache {kv}, math {compute} ({kind}); LM head math {head}, "
             f"attention math {attention}")
+
+
+def floor_scope(where: str, gpus: int, chip: str, weight_dtype: str, compute_dtype: str,
+                kv_dtype: str) -> str:
+    """What a floor is a floor of, in one line: its layout, chips and formats.
+
+    ``floor (TP8, all-reduces in bf16, on 8 x NVIDIA H100 SXM; bf16 weights, W16A16, KV cache
+    bf16)``. The floor holds for that layout and those formats only: an engine in another
+    layout (data-parallel attention with expert parallelism) or format can beat it.
+    """
+    w, a = nominal_bits(weight_dtype), nominal_bits(compute_dtype)
+    kind = f"W{w}A{a}" + (" weight-only" if w < a else "")
+    chips = f"{gpus} x {chip}" if gpus > 1 else chip
+    return f"floor ({where} on {chips}; {weight_dtype} weights, {kind}, KV cache {kv_dtype})"
+
+
+def floor_caveats(cfg: ModelConfig, n_gpus: int) -> tuple[str, ...]:
+    """Where an engine can beat the tensor-parallel floor of ``calculator.estimate``.
+
+    Each is a setup outside what that floor models, named with the function that models it
+    where the library has one. Always: one token per user a step (speculative decoding, MTP,
+    makes several) and every prompt token prefilled (a prefix cache skips some).
+    """
+    out = []
+    if n_gpus > 1 and cfg.is_mla:
+        out.append("the MLA latent cache is replicated on every GPU under tensor parallelism; "
+                   "data-parallel attention stores it once (parallel.dp_ep_estimate) and can "
+                   "beat this floor")
+    elif n_gpus > 1 and cfg.is_moe:
+        out.append("tensor parallelism splits every expert; data-parallel attention with expert "
+                   "parallelism (parallel.dp_ep_estimate) moves other bytes and can beat this "
+                   "floor")
+    out.append("one token per user a decode step: speculative decoding (draft models, MTP; "
+               "serving.speculative) can beat the TPOT floor; a prefix cache can beat the TTFT "
+               "floor")
+    return tuple(out)
 
 
 def kv_bytes_per_element(cfg: ModelConfig, kv_dtype: str) -> float:

@@ -58,14 +58,15 @@ import numpy as np
 from . import validate
 from .calculator import estimate
 from .deployment import _contexts, _out, _sizes_of, setup
-from .dtypes import bytes_per_element, canonical, nominal_bits
+from .deployment import floor_scope as deployment_floor_scope
+from .dtypes import bytes_per_element, canonical
 from .hardware import get_accelerator
 from .models import ModelConfig, get_model
 from .vram import Memory, memory
 
 __all__ = [
     "DataParallelEstimate", "DataParallelStep", "Layout", "ParallelEstimate", "dp_ep_decode_step",
-    "dp_ep_estimate", "expert_load", "floor_scope", "layout_needed", "parallel_estimate",
+    "dp_ep_estimate", "expert_load", "layout_needed", "layout_scope", "parallel_estimate",
 ]
 
 _NON_LAYER = ("embed", "final_norm", "lm_head")
@@ -551,8 +552,7 @@ def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len
     routed = cfg.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * s.sizes["weight"]
     mem = Memory(weights=full.weights - routed, kv_cache=full.kv_cache,
                  activations=full.activations, reserve=full.reserve, capacity=full.capacity)
-    scope = floor_scope(layout, s, chip, dispatch_dtype=dispatch_dtype,
-                        combine_dtype=combine_dtype)
+    scope = layout_scope(layout, s, dispatch_dtype=dispatch_dtype, combine_dtype=combine_dtype)
     return DataParallelEstimate(
         model=cfg.name, accelerator=chip.name, layout=layout, batch=b_all, batch_per_gpu=b,
         nodes=nodes, precision=s.precision, memory=mem, fits=bool(mem.free >= 0),
@@ -565,27 +565,19 @@ def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len
     )
 
 
-def floor_scope(layout: Layout | None, s, chip=None, *, dispatch_dtype: str = "fp8",
-                combine_dtype: str = "bf16") -> str:
-    """What a floor covers, in words: the layout, the chips and the formats it is a floor of.
-
-    ``floor_scope(None, setup(...))``: the calculator's own layout, tensor parallelism over
-    ``n_gpus`` with 16-bit all-reduces. An engine in another layout or format can beat it.
-    """
-    chip = chip or s.accelerator
-    if layout is None or (layout.dp == 1 and layout.pp == 1 and layout.ep == 1):
-        where = (f"TP{s.n_gpus}, all-reduces in {s.act_dtype}" if s.n_gpus > 1 else "one GPU")
+def layout_scope(layout: Layout | None, s, *, dispatch_dtype: str = "fp8",
+                 combine_dtype: str = "bf16") -> str:
+    """What a floor of ``layout`` covers, in one line (``deployment.floor_scope``)."""
+    if layout is None or layout.gpus == 1 or (layout.dp == 1 and layout.pp == 1
+                                              and layout.ep == 1):
+        where = f"TP{s.n_gpus}, all-reduces in {s.act_dtype}" if s.n_gpus > 1 else "one GPU"
+        gpus = s.n_gpus
     elif layout.dp > 1:
         where = (f"DP{layout.dp} attention x EP{layout.ep}, all-to-all dispatch "
                  f"{canonical(dispatch_dtype)} / combine {canonical(combine_dtype)}"
                  if layout.ep > 1 else f"DP{layout.dp}, no collectives")
+        gpus = layout.gpus
     else:
-        where = str(layout)
-    return (f"floor ({where} on {layout.gpus if layout else s.n_gpus} x {chip.name}; "
-            f"{_short_precision(s)})")
-
-
-def _short_precision(s) -> str:
-    w, a = nominal_bits(s.weight_dtype), nominal_bits(s.compute_dtype)
-    kind = f"W{w}A{a}" + (" weight-only" if w < a else "")
-    return f"{s.weight_dtype} weights, {kind}, KV cache {s.kv_dtype}"
+        where, gpus = f"TP{layout.tp} x PP{layout.pp} x EP{layout.ep}", layout.gpus
+    return deployment_floor_scope(where, gpus, s.accelerator.name, s.weight_dtype,
+                                  s.compute_dtype, s.kv_dtype)
