@@ -170,3 +170,21 @@ def test_cli_dp_ep(capsys):
     with pytest.raises(SystemExit):
         cli.main(["estimate", "--model", "deepseek-v3", "--gpu", "h100", "--ep", "8"])
     assert "--ep N needs --dp N" in capsys.readouterr().err
+
+
+def test_mtp_as_speculative_decoding_in_the_dp_ep_layout():
+    """One MTP token accepted 85 % of the time: a step makes 1 + 0.85 = 1.85 tokens (DeepSeek
+    reports 85-90 %); its floor a token is the step's floor over 1.85, below the plain floor."""
+    layout = lr.parallel.Layout(dp=8, ep=8)
+    kw = dict(weight_dtype="fp8", kv_dtype="fp8")
+    plain = lr.parallel.dp_ep_estimate("deepseek-v3", "H200", 512, 2000, 1000, layout, **kw)
+    mtp = lr.parallel.dp_ep_estimate("deepseek-v3", "H200", 512, 2000, 1000, layout, mtp=1,
+                                     acceptance=0.85, **kw)
+    assert mtp.tokens_per_step == pytest.approx(1.85)
+    assert mtp.tpot_floor_s < plain.tpot_floor_s < mtp.tpot_floor_s * 1.85
+    # the MTP module's layer (attention, router, shared expert, 1/8 of 256 experts) in memory
+    layer = (187_107_328 + 7168 * 256 + 3 * 7168 * 2048 + 32 * 3 * 7168 * 2048 + 2 * 7168)
+    assert mtp.memory.weights - plain.memory.weights == pytest.approx(layer, rel=1e-9)
+    assert "MTP: 1 drafted a step, acceptance 0.85" in mtp.scope
+    with pytest.raises(ValueError, match="mtp needs acceptance"):
+        lr.parallel.dp_ep_estimate("deepseek-v3", "H200", 8, 10, 10, layout, mtp=1)

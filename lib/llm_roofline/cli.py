@@ -194,6 +194,11 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--ep", type=_counts("--ep", maximum=MAX_GPUS), default=None, metavar="N",
                      help="with --dp N: spread the routed experts over the N GPUs (N or 1), "
                      "all-to-all dispatch in FP8 and combine in BF16, as DeepEP sends them")
+    est.add_argument("--mtp", type=_counts("--mtp", minimum=0, maximum=16), default=None,
+                     metavar="N", help="with --dp: multi-token prediction, N drafted tokens a "
+                     "step (DeepSeek's MTP), each accepted with probability --acceptance")
+    est.add_argument("--acceptance", type=_number("--acceptance"), default=None, metavar="P",
+                     help="with --mtp: the chance each drafted token is accepted (0 to 1)")
     commands.add_parser(
         "models", help="list the built-in models",
         description="List the built-in models with their sizes.",
@@ -328,6 +333,9 @@ def _estimate(args) -> str:
     queue = validate.real("--queue", args.queue, minimum=0, maximum=MAX_QUEUE_S, unit="seconds")
     if args.dp is not None or args.ep is not None:
         return _dp_estimate(cfg, chip, args, mbu, mfu)
+    if args.mtp is not None or args.acceptance is not None:
+        raise ValueError("--mtp and --acceptance apply with --dp N (data-parallel attention); "
+                         "for tensor parallelism use serving.speculative in Python")
     points = _points(args)
     if len(points) > MAX_POINTS:
         raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
@@ -418,8 +426,9 @@ def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
     options = dict(weight_dtype=args.dtype,
                    kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype,
                    compute_dtype=args.compute_dtype, mbu=mbu, mfu=mfu)
+    mtp = args.mtp[0] if args.mtp is not None else 0
     est = dp_ep_estimate(cfg, chip, args.batch[0], args.prompt[0], args.output[0],
-                         Layout(dp=dp, ep=ep), **options)
+                         Layout(dp=dp, ep=ep), mtp=mtp, acceptance=args.acceptance, **options)
     gib = est.memory
     result = {
         "model": est.model, "accelerator": est.accelerator, "layout": str(est.layout),
@@ -436,7 +445,7 @@ def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
         "throughput_floor_tok_s": est.throughput_floor_tok_s,
         "all_to_all_bytes_per_gpu_step": est.all_to_all_bytes,
         "expert_load": est.expert_load, "decode_resources": est.decode_resources,
-        "floor_scope": est.scope,
+        "floor_scope": est.scope, "tokens_per_step": est.tokens_per_step,
     }
     _json(result)
     if args.json:

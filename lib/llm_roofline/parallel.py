@@ -49,6 +49,7 @@ tensor parallelism inside each attention group (``tp`` must be 1 with ``dp``).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ from .deployment import floor_scope as deployment_floor_scope
 from .dtypes import bytes_per_element, canonical
 from .hardware import get_accelerator
 from .models import ModelConfig, get_model
+from .serving import expected_tokens
 from .vram import Memory, memory
 
 __all__ = [
@@ -503,6 +505,7 @@ class DataParallelEstimate:
     all_to_all_bytes: float  # per GPU per decode step, each way, at the floor
     decode_resources: dict = field(compare=False)
     scope: str = ""
+    tokens_per_step: float = 1.0  # decode tokens a sequence gains a step (MTP: more than 1)
 
     @property
     def throughput_tok_s(self) -> float:
@@ -518,8 +521,8 @@ class DataParallelEstimate:
 def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len: int,
                    output_len: int, layout: Layout, *, balanced: bool = True,
                    dispatch_dtype: str = "fp8", combine_dtype: str = "bf16",
-                   reserve_fraction: float = 0.1, prefill_chunk: int = 8192,
-                   **options) -> DataParallelEstimate:
+                   reserve_fraction: float = 0.1, prefill_chunk: int = 8192, mtp: int = 0,
+                   acceptance: float | None = None, **options) -> DataParallelEstimate:
     """Memory, TTFT, TPOT and throughput of ``batch`` requests on ``Layout(dp=..., ep=...)``.
 
     ``batch`` is spread over the ``dp`` GPUs; the busiest holds ``ceil(batch / dp)`` and sets
@@ -528,6 +531,14 @@ def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len
     priced balanced (each GPU gets ``1/ep`` of the (token, expert) pairs, as an engine that
     rebalances hot experts does: the least for this plan); ``balanced=False`` scales the busiest
     GPU's routed-expert math by ``expert_load``. Scalars only.
+
+    ``mtp`` > 0: multi-token prediction as speculative decoding (DeepSeek's MTP). Each step
+    drafts ``mtp`` tokens a sequence with the MTP module (one layer of the model's kind and
+    the shared LM head, one pass per drafted token) and verifies them in one pass of
+    ``mtp + 1`` tokens; each drafted token is accepted with probability ``acceptance``, so a
+    step makes ``serving.expected_tokens(mtp, acceptance)`` tokens on average and the TPOT
+    fields are a step's time over them. The floor of a step is its busiest resource over the
+    draft and verify passes together: a floor *given* that acceptance rate.
     """
     s, chip = _dp_setup(model, accelerator, layout, options)
     cfg = s.model
@@ -538,18 +549,54 @@ def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len
     nodes = -(-layout.gpus // chip.domain_size)
     sizes = _a2a_sizes(cfg, dispatch_dtype, combine_dtype)
     kw = dict(balanced=balanced, dispatch_bytes=sizes[0], combine_bytes=sizes[1])
-    steps = max(o - 1, 1)
-    j = np.arange(steps)
-    costs, least, pairs, load = _dp_pass(s, layout, b, 1, p + j, absorbed=True, logits=None, **kw)
+    mtp = validate.integer("mtp (drafted tokens a step)", mtp, minimum=0, maximum=16)
+    if mtp:
+        if acceptance is None:
+            raise ValueError("mtp needs acceptance, the chance each drafted token is accepted "
+                             "(DeepSeek-V3 reports 0.85 to 0.9 for its one MTP token)")
+        tokens = expected_tokens(mtp, acceptance)
+    elif acceptance is not None:
+        raise ValueError("acceptance applies only with mtp > 0 drafted tokens")
+    else:
+        tokens = 1.0
+    # speculative steps that make the output_len - 1 decode tokens; contexts advance by the
+    # expected tokens a step
+    steps = max(math.ceil((o - 1) / tokens), 1)
+    past = p + np.floor(np.arange(steps) * tokens)
+    costs, least, pairs, load = _dp_pass(s, layout, b, mtp + 1, past, absorbed=True,
+                                         logits=b * (mtp + 1) if mtp else None, **kw)
     out, _, busy = _dp_times(s, layout, costs, least, pairs, b)
-    tpot = float(np.mean(out["time"] * np.ones(steps)))
-    tpot_floor = float(np.mean(out["floor"] * np.ones(steps)))
+    if mtp:  # the MTP module drafts: one layer of the model's kind and the shared LM head
+        module = dataclasses.replace(cfg, name=f"{cfg.name} MTP module", n_layers=1,
+                                     first_dense_layers=0)
+        d = setup(module, chip, n_gpus=1, **options)
+        for i in range(mtp):
+            dc, dl, dp_, _ = _dp_pass(d, layout, b, 1, past + i, absorbed=True, logits=None, **kw)
+            d_out, _, d_busy = _dp_times(d, layout, dc, dl, dp_, b)
+            out["time"] = out["time"] + d_out["time"]
+            busy = {k: busy[k] + d_busy[k] for k in busy}
+            least = least + dl
+        single = b == 1
+        terms = [busy[k] for k in ("compute", "memory", "interconnect", "network")]
+        terms = np.stack(np.broadcast_arrays(
+            *terms, busy["latency"] * (0.0 if single else 1.0)))
+        out["floor"] = np.max(terms, axis=0) + (busy["latency"] if single else 0.0)
+    tpot = float(np.mean(out["time"] * np.ones(steps))) / tokens
+    tpot_floor = float(np.mean(out["floor"] * np.ones(steps))) / tokens
     pre, p_least, p_pairs, _ = _dp_pass(s, layout, b, p, 0, absorbed=False, logits=b, **kw)
     p_out, _, _ = _dp_times(s, layout, pre, p_least, p_pairs, b)
     mem_options = {k: v for k, v in options.items() if k in _MEMORY_OPTIONS}
     full = memory(cfg, chip, b, p, o, n_gpus=1, reserve_fraction=reserve_fraction,
                   prefill_chunk=prefill_chunk, **mem_options)
     routed = cfg.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * s.sizes["weight"]
+    if mtp:  # the MTP module's own layer (its embedding and LM head are the model's)
+        module = dataclasses.replace(cfg, name=f"{cfg.name} MTP module", n_layers=1,
+                                     first_dense_layers=0)
+        d = setup(module, chip, n_gpus=1, **options)
+        by_op = d.weight_bytes_by_op()
+        own = sum(v for op, v in by_op.items() if op not in _NON_LAYER)
+        routed += module.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * d.sizes["weight"]
+        routed -= own
     mem = Memory(weights=full.weights - routed, kv_cache=full.kv_cache,
                  activations=full.activations, reserve=full.reserve, capacity=full.capacity)
     scope = layout_scope(layout, s, dispatch_dtype=dispatch_dtype, combine_dtype=combine_dtype)
@@ -561,7 +608,9 @@ def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len
         (expert_load(cfg, b * layout.dp, layout.ep) if layout.ep > 1 else 1.0),
         all_to_all_bytes=float(np.mean(least * np.ones(steps))),
         decode_resources={k: float(np.mean(v * np.ones(steps))) for k, v in busy.items()},
-        scope=scope,
+        scope=scope + (f" with MTP: {mtp} drafted a step, acceptance {acceptance:g}"
+                       if mtp else ""),
+        tokens_per_step=tokens,
     )
 
 
