@@ -188,3 +188,16 @@ def test_mtp_as_speculative_decoding_in_the_dp_ep_layout():
     assert "MTP: 1 drafted a step, acceptance 0.85" in mtp.scope
     with pytest.raises(ValueError, match="mtp needs acceptance"):
         lr.parallel.dp_ep_estimate("deepseek-v3", "H200", 8, 10, 10, layout, mtp=1)
+
+
+def test_calibrated_prediction_says_when_it_extrapolates():
+    """The fitted rows ran on A100, H100, H200, MI300X, L40S and RTX 4090, in 16-bit, FP8,
+    INT8 and INT4 weights: a B200 in NVFP4 lies outside them on three counts."""
+    inside = lr.estimate("llama-3-70b", "H100", 32, 1000, 200, realistic=True, n_gpus=2)
+    assert inside.extrapolation == () and not inside.extrapolates
+    out = lr.estimate("llama-3-70b", "B200", 32, 1000, 200, realistic=True, weight_dtype="nvfp4")
+    assert out.extrapolates and len(out.extrapolation) == 3
+    assert out.extrapolation[0].startswith("NVIDIA B200: no fitted row ran on it")
+    assert "nvfp4 weights" in out.extrapolation[1] and "fp4 math" in out.extrapolation[2]
+    many = lr.estimate("llama-3-70b", "H100", 32, 1000, 200, realistic=True, n_gpus=16)
+    assert many.extrapolation == ("16 GPUs: the fitted rows use at most 8",)

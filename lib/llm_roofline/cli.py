@@ -397,6 +397,7 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
                            "tpot_s": b.tpot_s, "throughput_tok_s": b.throughput_tok_s,
                            "e2e_s": b.e2e_s}  # kernel by kernel at MBU = MFU = 1 (old key)
         result["ttft_joining_s"] = None  # priced kernel by kernel at peak only (the line below)
+        result["extrapolation"] = list(calibrated.extrapolation)
     if args.breakdown:
         result["breakdown"] = {phase: est.breakdown(phase) for phase in ("prefill", "decode")}
         result["resources"] = {phase: est.resources(phase) for phase in ("prefill", "decode")}
@@ -566,6 +567,9 @@ def _report(r: dict) -> str:
                                    subsequent_indent="    ")
     if "kind" in r:
         lines.append("  predicted: kernel by kernel at efficiencies fitted on engines")
+        for reason in r.get("extrapolation", []):
+            lines += textwrap.wrap(f"EXTRAPOLATED beyond the fitted rows: {reason}", 80,
+                                   initial_indent="  ", subsequent_indent="    ")
     if "bound" in r:
         b = r["bound"]
         lines += [f"  kernel by kernel at MBU = MFU = 1: TTFT {_time(b['ttft_s'])} (joining "
