@@ -201,3 +201,38 @@ def test_calibrated_prediction_says_when_it_extrapolates():
     assert "nvfp4 weights" in out.extrapolation[1] and "fp4 math" in out.extrapolation[2]
     many = lr.estimate("llama-3-70b", "H100", 32, 1000, 200, realistic=True, n_gpus=16)
     assert many.extrapolation == ("16 GPUs: the fitted rows use at most 8",)
+
+
+def test_all_to_all_across_two_nodes_by_hand():
+    """DP16 + EP16 on two HGX H100 nodes, 64 sequences a GPU: 16 experts a GPU, 128 a node.
+    At the least a token goes once to each other GPU of its node holding one of its experts,
+    7 (1 - C(240, 8)/C(256, 8)) copies over NVLink, and once to the other node if one of its
+    experts is there, 1 - C(128, 8)/C(256, 8), over that GPU's 400 Gb/s NIC (50 GB/s a way)."""
+    def miss(held):
+        out = 1.0
+        for i in range(8):
+            out *= (256 - held - i) / (256 - i)
+        return out
+
+    per_copy = 58 * 64 * ((7168 + 224) + 7168 * 2)
+    inside, across = 7 * (1 - miss(16)) * per_copy, (1 - miss(128)) * per_copy
+    layout = lr.parallel.Layout(dp=16, ep=16)
+    step = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, layout,
+                                         weight_dtype="fp8", kv_dtype="fp8")
+    assert step.all_to_all_bytes == pytest.approx(inside + across, rel=1e-12)
+    assert step.resources["interconnect"] == pytest.approx(inside / 450e9, rel=1e-12)
+    assert step.resources["network"] == pytest.approx(across / 50e9, rel=1e-12)
+    assert step.resources["latency"] == pytest.approx(58 * 2 * (3e-6 + 5e-6))
+    # four nodes: uniform routing reaches 3 (1 - C(192, 8)/C(256, 8)) = 2.71 other nodes a
+    # token; routing limited to one node (a token's experts all in one node) at most 1
+    wide = lr.parallel.Layout(dp=32, ep=32)
+    free = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, wide,
+                                         weight_dtype="fp8", kv_dtype="fp8")
+    one = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, wide, node_limit=1,
+                                        weight_dtype="fp8", kv_dtype="fp8")
+    assert free.resources["network"] == pytest.approx(3 * (1 - miss(64)) * per_copy / 50e9)
+    assert one.resources["network"] == pytest.approx(per_copy / 50e9)
+    # kernel by kernel: a copy per (token, expert) pair, 8 x 7/16 inside, 8 x 8/16 across
+    pairs = 58 * 64 * ((7168 + 224) + 7168 * 2)
+    assert step.all_to_all_s == pytest.approx(pairs * 8 * 7 / 16 / 450e9
+                                              + pairs * 8 * 8 / 16 / 50e9 + 58 * 2 * 8e-6)
