@@ -236,3 +236,29 @@ def test_all_to_all_across_two_nodes_by_hand():
     pairs = 58 * 64 * ((7168 + 224) + 7168 * 2)
     assert step.all_to_all_s == pytest.approx(pairs * 8 * 7 / 16 / 450e9
                                               + pairs * 8 * 8 / 16 / 50e9 + 58 * 2 * 8e-6)
+
+
+def test_expert_dtype_prices_the_routed_experts_apart():
+    """gpt-oss-120b as released: MXFP4 routed experts (36 x 128 x 3 x 2880 x 2880 weights at
+    4.25 bits), everything else BF16. On a B200 the experts multiply on the FP4 tensor cores
+    (W4A4), on an H100 at BF16 (W4A16); the attention stays BF16 on both."""
+    experts = 36 * 128 * 3 * 2880 * 2880
+    rest = lr.get_model("gpt-oss-120b").n_params - experts
+    for chip, math in (("B200", "fp4"), ("H100", "bf16")):
+        est = lr.estimate("gpt-oss-120b", chip, 64, 1000, 200, expert_dtype="mxfp4")
+        assert est.memory.weights == pytest.approx(experts * 4.25 / 8 + rest * 2, rel=1e-12)
+        assert est.expert_compute_dtype == math and est.compute_dtype == "bf16"
+        assert ("W4A4" if math == "fp4" else "weight-only, W4A16") in est.precision
+        assert est.floor_scope.endswith("; routed experts mxfp4)")
+        ops = {r["op"]: r for r in est.breakdown("decode")}
+        assert ops["routed_up_proj"]["math"] == math and ops["o_proj"]["math"] == "bf16"
+    # DeepSeek-V3 on 8 x H100, DP8 + EP8: NVFP4 experts halve the routed bytes of FP8 ones
+    layout = lr.parallel.Layout(dp=8, ep=8)
+    fp8 = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, layout,
+                                        weight_dtype="fp8", kv_dtype="fp8")
+    fp4 = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, layout,
+                                        weight_dtype="fp8", kv_dtype="fp8", expert_dtype="nvfp4")
+    routed = 58 * 32 * 3 * 7168 * 2048 * (1 - (1 - 8 / 256) ** 512)
+    assert fp8.weight_bytes - fp4.weight_bytes == pytest.approx(routed * (1 - 9 / 16), rel=1e-9)
+    with pytest.raises(ValueError, match="expert_dtype applies to a mixture-of-experts model"):
+        lr.estimate("llama-3-8b", "H100", 1, 10, 10, expert_dtype="nvfp4")

@@ -75,8 +75,9 @@ __all__ = [
 ]
 
 _NON_LAYER = ("embed", "final_norm", "lm_head")
-_MOE_KERNELS = ("gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine")
-_MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "act_dtype", "weight_group_size")
+_MOE_KERNELS = ("gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine",
+                "routed_gate_proj", "routed_up_proj", "routed_down_proj")
+_MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "act_dtype", "weight_group_size", "expert_dtype")
 _SETUP_OPTIONS = tuple(n for n, p in inspect.signature(setup).parameters.items()
                        if p.kind is p.KEYWORD_ONLY and n != "n_gpus")
 
@@ -396,9 +397,11 @@ def _dp_pass(s, layout: Layout, b: int, n_new, n_past, *, absorbed: bool, logits
         if not balanced and ep > 1:
             load = expert_load(cfg, int(np.max(tokens)) * dp, ep)
         for op in _ROUTED_KERNELS:
-            if op in costs:
-                costs[op][1] = costs[op][1] + layers * (held - local) * matrix * s.sizes["weight"]
-                costs[op][0] = costs[op][0] + (load - 1) * layers * tokens * k * 2 * matrix
+            key, size = ((f"routed_{op}", s.sizes["expert"]) if f"routed_{op}" in costs
+                         else (op, s.sizes["weight"]))
+            if key in costs:
+                costs[key][1] = costs[key][1] + layers * (held - local) * matrix * size
+                costs[key][0] = costs[key][0] + (load - 1) * layers * tokens * k * 2 * matrix
         if ep > 1:
             r_least, r_pairs = _remote_copies(e, k, ep, s.accelerator.domain_size, node_limit)
             per_copy = layers * tokens * (dispatch_bytes + combine_bytes)
@@ -630,14 +633,15 @@ def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len
     mem_options = {k: v for k, v in options.items() if k in _MEMORY_OPTIONS}
     full = memory(cfg, chip, b, p, o, n_gpus=1, reserve_fraction=reserve_fraction,
                   prefill_chunk=prefill_chunk, **mem_options)
-    routed = cfg.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * s.sizes["weight"]
+    expert_size = s.sizes.get("expert", s.sizes["weight"])
+    routed = cfg.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * expert_size
     if mtp:  # the MTP module's own layer (its embedding and LM head are the model's)
         module = dataclasses.replace(cfg, name=f"{cfg.name} MTP module", n_layers=1,
                                      first_dense_layers=0)
         d = setup(module, chip, n_gpus=1, **options)
         by_op = d.weight_bytes_by_op()
         own = sum(v for op, v in by_op.items() if op not in _NON_LAYER)
-        routed += module.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * d.sizes["weight"]
+        routed += module.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * expert_size
         routed -= own
     mem = Memory(weights=full.weights - routed, kv_cache=full.kv_cache,
                  activations=full.activations, reserve=full.reserve, capacity=full.capacity)

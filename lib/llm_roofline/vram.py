@@ -74,10 +74,11 @@ class Memory:
 def memory(model: ModelConfig | str, accelerator: Accelerator | str, batch, prompt_len, output_len,
            *, weight_dtype: str = "bf16", kv_dtype: str = "bf16", n_gpus: int = 1,
            act_dtype: str = "bf16", weight_group_size: int = 128, reserve_fraction: float = 0.1,
-           prefill_chunk: int = 8192) -> Memory:
+           prefill_chunk: int = 8192, expert_dtype: str | None = None) -> Memory:
     """Only the memory part of ``estimate`` (bytes per GPU), with the same arguments."""
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus)
+              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus,
+              expert_dtype=expert_dtype)
     b, p, o = _sizes_of(s.model, batch, prompt_len, output_len)
     return _memory(s, b, p, o, reserve_fraction, prefill_chunk)
 
