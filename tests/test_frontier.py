@@ -262,3 +262,19 @@ def test_expert_dtype_prices_the_routed_experts_apart():
     assert fp8.weight_bytes - fp4.weight_bytes == pytest.approx(routed * (1 - 9 / 16), rel=1e-9)
     with pytest.raises(ValueError, match="expert_dtype applies to a mixture-of-experts model"):
         lr.estimate("llama-3-8b", "H100", 1, 10, 10, expert_dtype="nvfp4")
+
+
+def test_cli_expert_dtype(capsys):
+    import json
+
+    from llm_roofline import cli
+
+    assert cli.main(["estimate", "--model", "gpt-oss-120b", "--gpu", "b200", "--expert-dtype",
+                     "mxfp4", "--batch", "64", "--prompt", "1000", "--output", "200",
+                     "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert "routed experts mxfp4, their math fp4 (W4A4)" in r["precision"]
+    assert r["floor_scope"].endswith("routed experts mxfp4)")
+    real = lr.estimate("gpt-oss-120b", "H100", 64, 1000, 200, realistic=True,
+                       expert_dtype="mxfp4")
+    assert "mxfp4 routed experts: no fitted row stores its weights so" in real.extrapolation

@@ -187,6 +187,10 @@ def _parser() -> argparse.ArgumentParser:
                      "bytes, intensity, time, the resource that limits it and share; and each "
                      "resource's busy time, the largest of which is the floor")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    est.add_argument("--expert-dtype", default=None, metavar="DTYPE",
+                     help="an MoE model's routed experts in their own format (e.g. mxfp4 for "
+                     "gpt-oss, nvfp4), the rest at --dtype; their math at that format's peak "
+                     "where the chip has it (W4A4), else dequantised (W4A16)")
     est.add_argument("--dp", type=_counts("--dp", maximum=MAX_GPUS), default=None, metavar="N",
                      help="data-parallel attention over N GPUs (each GPU the attention and the "
                      "cache of its own sequences; --batch is over all of them); not with "
@@ -352,6 +356,8 @@ def _estimate(args) -> str:
 def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dict:
     """Everything the CLI shows for one point, as plain numbers (seconds, GiB, tokens/s)."""
     options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
+    if args.expert_dtype is not None:
+        options["expert_dtype"] = args.expert_dtype
     calibrated = None
     if args.realistic:
         calibrated = realistic.estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus,
@@ -426,7 +432,8 @@ def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
         raise ValueError("--dp takes one --batch, --prompt and --output, not a sweep")
     options = dict(weight_dtype=args.dtype,
                    kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype,
-                   compute_dtype=args.compute_dtype, mbu=mbu, mfu=mfu)
+                   compute_dtype=args.compute_dtype, mbu=mbu, mfu=mfu,
+                   expert_dtype=args.expert_dtype)
     mtp = args.mtp[0] if args.mtp is not None else 0
     est = dp_ep_estimate(cfg, chip, args.batch[0], args.prompt[0], args.output[0],
                          Layout(dp=dp, ep=ep), mtp=mtp, acceptance=args.acceptance, **options)
@@ -478,12 +485,15 @@ def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
 def _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args, most) -> dict:
     """The nearest changes that fit: fewer users, a lower weight precision, more GPUs."""
     options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
+    if args.expert_dtype is not None:
+        options["expert_dtype"] = args.expert_dtype
     lower = None
     for dtype in ("fp8", "int4"):
         if dtype == args.dtype:
             break
         if estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, weight_dtype=dtype,
-                    kv_dtype=options["kv_dtype"]).fits:
+                    kv_dtype=options["kv_dtype"],
+                    expert_dtype=options.get("expert_dtype")).fits:
             lower = dtype
             break
     needed = gpus_needed(cfg, chip, batch, prompt, output, **options)

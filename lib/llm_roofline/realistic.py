@@ -281,6 +281,11 @@ def extrapolation(cfg: ModelConfig, chip: Accelerator, est: Estimate) -> tuple[s
         out.append(f"{est.weight_dtype} weights: no fitted row stores its weights so")
     if math_class(est.compute_dtype) not in cov["math"]:
         out.append(f"{est.compute_dtype} math: no fitted row multiplies at that precision")
+    if est.expert_dtype and math_class(est.expert_dtype) not in cov["weights"]:
+        out.append(f"{est.expert_dtype} routed experts: no fitted row stores its weights so")
+    if est.expert_compute_dtype and math_class(est.expert_compute_dtype) not in cov["math"]:
+        out.append(f"{est.expert_compute_dtype} expert math: no fitted row multiplies at that "
+                   "precision")
     if est.n_gpus > max(cov["n_gpus"]):
         out.append(f"{est.n_gpus} GPUs: the fitted rows use at most {max(cov['n_gpus'])}")
     return tuple(out)
