@@ -95,6 +95,18 @@ and all-gathers the logits: ``2L + 2`` collectives (``Setup.allreduce_s``; the r
 the network's, each collective with its fixed latency from the data (a lower estimate, so the
 floor stays a floor). ``Estimate.nodes`` says how many nodes ``n_gpus`` fill.
 
+Scope: what the floor is a floor of
+    ``estimate``'s floor is the floor of *this* layout and *these* formats: tensor parallelism
+    over ``n_gpus`` GPUs with 16-bit all-reduces (a ring, or NVLink SHARP where the switch
+    reduces), the weight, cache and activation formats given (4-bit NVFP4/MXFP4 and 6-bit
+    MXFP6 included, run on FP4/FP6 tensor cores only where the chip has them), one token per
+    user a decode step and every prompt token prefilled. ``Estimate.floor_scope`` says it in
+    one line, ``Estimate.floor_caveats`` names what lies beyond it: an engine that serves an
+    MLA or MoE model with data-parallel attention and expert parallelism (priced by
+    ``parallel.dp_ep_estimate``, with its own floor), that decodes speculatively (MTP, draft
+    models: ``serving.speculative``) or that reuses a cached prefix can beat this floor, and
+    the floor is not a bound for it. Pipeline stages: ``parallel.parallel_estimate``.
+
 Every size may be a NumPy array (they broadcast): a sweep of 100,000 (batch, context) points
 is one call (see ``benchmarks/bench_estimate.py``). ``setup`` is the one step every function
 here (and ``serving``) starts from.
@@ -116,6 +128,8 @@ from .deployment import (
     _describe_precision,
     _out,
     _sizes_of,
+    floor_caveats,
+    floor_scope,
     prefill_chunk_of,
     setup,
 )
@@ -190,6 +204,8 @@ class Estimate:
     busy: dict = field(default_factory=dict, repr=False, compare=False)  # for resources()
     head_dtype: str = "bf16"  # the LM head's math (Setup.math_dtype)
     attention_dtype: str = "bf16"  # the attention's math
+    expert_dtype: str | None = None  # the routed experts' own format (setup's expert_dtype)
+    expert_compute_dtype: str | None = None  # and their math
     kind: str = KERNEL_BY_KERNEL  # what ttft_s, tpot_s, throughput_tok_s and e2e_s hold
 
     def _kernel(self, name: str, kernel_name: str) -> Number:
@@ -232,7 +248,27 @@ class Estimate:
     def precision(self) -> str:
         """Weight, KV-cache and compute precision in words (weight-only or weight-and-activation)."""
         return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype,
-                                   self.head_dtype, self.attention_dtype)
+                                   self.head_dtype, self.attention_dtype, self.expert_dtype,
+                                   self.expert_compute_dtype)
+
+    @property
+    def floor_scope(self) -> str:
+        """The layout and formats the floors are floors of, in one line (``deployment.floor_scope``):
+        e.g. ``floor (TP8, all-reduces in bf16, on 8 x NVIDIA H100 SXM; bf16 weights, W16A16,
+        KV cache bf16)``. See ``floor_caveats`` for setups outside it."""
+        where = f"TP{self.n_gpus}, all-reduces in {self.act_dtype}" if self.n_gpus > 1 else "one GPU"
+        scope = floor_scope(where, self.n_gpus, self.accelerator, self.weight_dtype,
+                            self.compute_dtype, self.kv_dtype)
+        if self.expert_dtype:
+            scope = scope[:-1] + f"; routed experts {self.expert_dtype})"
+        return scope
+
+    @property
+    def floor_caveats(self) -> tuple[str, ...]:
+        """The setups an engine may run in which it can beat these floors (``floor_caveats``)."""
+        if "decode" not in self.phases:
+            return ()
+        return floor_caveats(self.phases["decode"][0].model, self.n_gpus)
 
     @property
     def throughput_floor_tok_s(self) -> Number:
@@ -309,6 +345,7 @@ def estimate(
     attention_dtype: str | None = None,
     reserve_fraction: float = 0.1,
     prefill_chunk: int = 8192,
+    expert_dtype: str | None = None,
 ) -> Estimate:
     """Memory, TTFT, TPOT and throughput of ``batch`` requests served together (module docs).
 
@@ -323,7 +360,7 @@ def estimate(
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
               weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
-              attention_dtype=attention_dtype)
+              attention_dtype=attention_dtype, expert_dtype=expert_dtype)
     b, p, o = _sizes_of(s.model, batch, prompt_len, output_len)
     queue = validate.real("queue_s", queue_s, minimum=0, maximum=1e9, unit="seconds")
     chunk = prefill_chunk_of(prefill_chunk)
@@ -361,7 +398,8 @@ def estimate(
                 "decode": (s, decode, decode_times, decode_ar, s.allreduce_bytes(b, b))},
         ttft_floor_s=_out(prefill_busy["floor"] + queue), tpot_floor_s=_out(decode_busy["floor"]),
         busy={"prefill": prefill_busy, "decode": decode_busy}, head_dtype=s.head_dtype,
-        attention_dtype=s.attention_dtype,
+        attention_dtype=s.attention_dtype, expert_dtype=s.expert_dtype,
+        expert_compute_dtype=s.expert_compute_dtype,
     )
 
 
@@ -394,7 +432,8 @@ class DecodeStep:
 def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch, context, *,
                 weight_dtype: str = "bf16", kv_dtype: str = "bf16", compute_dtype: str | None = None,
                 n_gpus: int = 1, mbu: float = 1.0, mfu: float = 1.0, act_dtype: str = "bf16",
-                weight_group_size: int = 128, attention_dtype: str | None = None) -> DecodeStep:
+                weight_group_size: int = 128, attention_dtype: str | None = None,
+                expert_dtype: str | None = None) -> DecodeStep:
     """One decode step of ``batch`` sequences whose attention spans ``context`` tokens each.
 
     The step reads ``context - 1`` cached tokens per sequence and adds one: it makes token
@@ -406,7 +445,7 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
               weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
-              attention_dtype=attention_dtype)
+              attention_dtype=attention_dtype, expert_dtype=expert_dtype)
     b = validate.integers("batch", batch)
     ctx = _contexts(s.model, context)
     costs = {k: (f, w + kv) for k, (f, w, kv) in

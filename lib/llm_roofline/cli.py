@@ -213,6 +213,22 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--json", action="store_true",
                      help="print JSON instead of a table: the same numbers, named as in Python "
                      f"(*_floor_s, *_kernel_s), reals to {SIGNIFICANT_FIGURES} significant figures")
+    est.add_argument("--expert-dtype", default=None, metavar="DTYPE",
+                     help="an MoE model's routed experts in their own format (e.g. mxfp4 for "
+                     "gpt-oss, nvfp4), the rest at --dtype; their math at that format's peak "
+                     "where the chip has it (W4A4), else dequantised (W4A16)")
+    est.add_argument("--dp", type=_counts("--dp", "GPUs", maximum=MAX_GPUS), default=None, metavar="N",
+                     help="data-parallel attention over N GPUs (each GPU the attention and the "
+                     "cache of its own sequences; --batch is over all of them); not with "
+                     "--n-gpus, --realistic")
+    est.add_argument("--ep", type=_counts("--ep", "GPUs", maximum=MAX_GPUS), default=None, metavar="N",
+                     help="with --dp N: spread the routed experts over the N GPUs (N or 1), "
+                     "all-to-all dispatch in FP8 and combine in BF16, as DeepEP sends them")
+    est.add_argument("--mtp", type=_counts("--mtp", "tokens", minimum=0, maximum=16), default=None,
+                     metavar="N", help="with --dp: multi-token prediction, N drafted tokens a "
+                     "step (DeepSeek's MTP), each accepted with probability --acceptance")
+    est.add_argument("--acceptance", type=_number("--acceptance"), default=None, metavar="P",
+                     help="with --mtp: the chance each drafted token is accepted (0 to 1)")
     commands.add_parser(
         "models", help="list the built-in models",
         description="List the built-in models with their sizes.",
@@ -380,6 +396,11 @@ def _estimate(args) -> str:
     if args.engine is not None and not args.realistic:
         raise ValueError("--engine chooses a calibrated preset: add --realistic")
     queue = validate.real("--queue", args.queue, minimum=0, maximum=MAX_QUEUE_S, unit="seconds")
+    if args.dp is not None or args.ep is not None:
+        return _dp_estimate(cfg, chip, args, mbu, mfu)
+    if args.mtp is not None or args.acceptance is not None:
+        raise ValueError("--mtp and --acceptance apply with --dp N (data-parallel attention); "
+                         "for tensor parallelism use serving.speculative in Python")
     points = _points(args)
     if len(points) > MAX_POINTS:
         raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
@@ -397,6 +418,8 @@ def _estimate(args) -> str:
 def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dict:
     """Everything the CLI shows for one point, as plain numbers (seconds, GiB, tokens/s)."""
     options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
+    if args.expert_dtype is not None:
+        options["expert_dtype"] = args.expert_dtype
     calibrated = None
     if args.realistic:
         calibrated = realistic.estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus,
@@ -435,6 +458,7 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
         "tpot_kernel_s": kernel.tpot_kernel_s,
         "throughput_kernel_tok_s": kernel.throughput_kernel_tok_s,
         "e2e_kernel_s": kernel.e2e_kernel_s,
+        "floor_scope": est.floor_scope, "floor_caveats": list(est.floor_caveats),
     }
     if calibrated is not None:
         result |= {"kind": calibrated.label,
@@ -443,7 +467,8 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
                    "bandwidth_utilisation_predicted": est.bandwidth_utilisation,
                    "ttft_predicted_s": est.ttft_s, "tpot_predicted_s": est.tpot_s,
                    "throughput_predicted_tok_s": est.throughput_tok_s,
-                   "e2e_predicted_s": est.e2e_s}
+                   "e2e_predicted_s": est.e2e_s,
+                   "extrapolation": list(calibrated.extrapolation)}
     if args.breakdown:
         result["breakdown"] = {phase: est.breakdown(phase) for phase in ("prefill", "decode")}
         result["resources"] = {phase: est.resources(phase) for phase in ("prefill", "decode")}
@@ -453,15 +478,87 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
     return result
 
 
+def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
+    """``--dp N [--ep N]``: data-parallel attention with expert parallelism (``parallel``)."""
+    from .parallel import Layout, dp_ep_estimate
+
+    if args.realistic:
+        raise ValueError("--dp has no calibrated prediction: drop --realistic")
+    if args.dp is None:
+        raise ValueError("--ep N needs --dp N (data-parallel attention); for experts spread "
+                         "under tensor parallelism use the Python API, parallel.parallel_estimate")
+    if args.n_gpus != [1]:
+        raise ValueError("--dp N gives the GPUs (N); drop --n-gpus")
+    dp = args.dp[0]
+    ep = args.ep[0] if args.ep is not None else 1
+    if len(args.dp) > 1 or (args.ep is not None and len(args.ep) > 1):
+        raise ValueError("--dp and --ep take one number each, not a sweep")
+    if len(_points(args)) > 1:
+        raise ValueError("--dp takes one --batch, --prompt and --output, not a sweep")
+    options = dict(weight_dtype=args.dtype,
+                   kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype,
+                   compute_dtype=args.compute_dtype, mbu=mbu, mfu=mfu,
+                   expert_dtype=args.expert_dtype)
+    mtp = args.mtp[0] if args.mtp is not None else 0
+    est = dp_ep_estimate(cfg, chip, args.batch[0], args.prompt[0], args.output[0],
+                         Layout(dp=dp, ep=ep), mtp=mtp, acceptance=args.acceptance, **options)
+    gib = est.memory
+    result = {
+        "model": est.model, "accelerator": est.accelerator, "layout": str(est.layout),
+        "dp": dp, "ep": ep, "nodes": est.nodes, "precision": est.precision,
+        "batch": est.batch, "batch_per_gpu": est.batch_per_gpu, "prompt_len": args.prompt[0],
+        "output_len": args.output[0], "mbu": mbu, "mfu": mfu, "fits": est.fits,
+        "memory_gib_per_gpu": {"weights": gib.weights / _GIB, "kv_cache": gib.kv_cache / _GIB,
+                               "activations": gib.activations / _GIB,
+                               "reserve": gib.reserve / _GIB, "free": gib.free / _GIB,
+                               "capacity": gib.capacity / _GIB},
+        "ttft_kernel_s": est.ttft_s, "ttft_floor_s": est.ttft_floor_s,
+        "tpot_kernel_s": est.tpot_s, "tpot_floor_s": est.tpot_floor_s,
+        "throughput_kernel_tok_s": est.throughput_tok_s,
+        "throughput_floor_tok_s": est.throughput_floor_tok_s,
+        "all_to_all_bytes_per_gpu_step": est.all_to_all_bytes,
+        "expert_load": est.expert_load, "decode_resources": est.decode_resources,
+        "floor_scope": est.scope, "tokens_per_step": est.tokens_per_step,
+    }
+    _json(result)
+    if args.json:
+        return _json(result)
+    m = result["memory_gib_per_gpu"]
+    busy = ", ".join(f"{k} {_time(v)}" for k, v in est.decode_resources.items())
+    lines = [
+        f"{est.model} on {est.layout} x {est.accelerator}"
+        + (f" in {est.nodes} nodes" if est.nodes > 1 else ""),
+        *textwrap.wrap(f"precisions: {est.precision}", 80, subsequent_indent="  "),
+        f"workload: {est.batch:,} users ({est.batch_per_gpu:,} a GPU), prompt "
+        f"{args.prompt[0]:,} tokens, output {args.output[0]:,} tokens",
+        f"memory per GPU (GiB): weights {m['weights']:.2f}, KV cache {m['kv_cache']:.2f}, "
+        f"activations {m['activations']:.2f}, reserve {m['reserve']:.2f}, free {m['free']:.2f}"
+        + ("" if est.fits else "  DOES NOT FIT"),
+        f"  {'':<23} {'floor':>8} {'kernel-by-kernel':>16}",
+        f"  {'TTFT, own prompts':<23} {_time(est.ttft_floor_s):>8} {_time(est.ttft_s):>16}",
+        f"  {'TPOT, each user':<23} {_time(est.tpot_floor_s):>8} {_time(est.tpot_s):>16}",
+        f"  {'throughput, all GPUs':<23} {est.throughput_floor_tok_s:>8,.0f} "
+        f"{est.throughput_tok_s:>16,.0f}  tokens/s",
+        *textwrap.wrap(f"decode busy per GPU (mean step): {busy}; all-to-all "
+                       f"{est.all_to_all_bytes / 1e6:,.1f} MB each way a step", 80,
+                       initial_indent="  ", subsequent_indent="    "),
+        *textwrap.wrap(est.scope, 80, initial_indent="  ", subsequent_indent="    "),
+    ]
+    return "\n".join(lines)
+
+
 def _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args, most) -> dict:
     """The nearest changes that fit: fewer users, a lower weight precision, more GPUs."""
     options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
+    if args.expert_dtype is not None:
+        options["expert_dtype"] = args.expert_dtype
     lower = None
     for dtype in ("fp8", "int4"):
         if dtype == args.dtype:
             break
         if estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, weight_dtype=dtype,
-                    kv_dtype=options["kv_dtype"]).fits:
+                    kv_dtype=options["kv_dtype"],
+                    expert_dtype=options.get("expert_dtype")).fits:
             lower = dtype
             break
     needed = gpus_needed(cfg, chip, batch, prompt, output, **options)
@@ -543,6 +640,12 @@ def _report(r: dict) -> str:
     lines += ["  floor: the busiest resource (math, memory, links); no engine at these",
               "  efficiencies beats it, however it overlaps its kernels. kernel-by-kernel:",
               "  each kernel on its own roofline, one after another, nothing overlapped"]
+    if "floor_scope" in r:
+        lines += textwrap.wrap(f"{r['floor_scope']}: an engine in another layout or format can "
+                               "beat it", 80, initial_indent="  ", subsequent_indent="    ")
+        for caveat in r.get("floor_caveats", []):
+            lines += textwrap.wrap(f"beyond it: {caveat}", 80, initial_indent="  ",
+                                   subsequent_indent="    ")
     if predicted:
         lines += ["  predicted: kernels at efficiencies fitted on engines' measurements, partly",
                   "  overlapped, plus fixed overheads per layer and per request",
@@ -550,6 +653,9 @@ def _report(r: dict) -> str:
                   f"(joining {_time(r['ttft_joining_kernel_s'])}),",
                   f"  TPOT {_time(r['tpot_kernel_s'])}, "
                   f"{r['throughput_kernel_tok_s']:,.1f} tokens/s"]
+    for reason in r.get("extrapolation", []):
+        lines += textwrap.wrap(f"EXTRAPOLATED beyond the fitted rows: {reason}", 80,
+                               initial_indent="  ", subsequent_indent="    ")
     if "breakdown" in r:
         lines += _breakdown_lines(r["breakdown"], r["resources"])
     return "\n".join(lines)
