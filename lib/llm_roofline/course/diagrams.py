@@ -177,7 +177,7 @@ def transformer_layer(model="llama-3-8b", dtype: str = "bf16", batch: int = 1):
     rows = {"in": 4.15, "qkv": 3.1, "attn": 2.05, "mlp": 1.0}
     box(ax, 0.05, rows["in"], 2.4, h, f"x: {batch:,} × {d:,}\n{size(batch * d)}", kind="data",
         fontsize=SMALL)
-    note(ax, 2.6, rows["in"] + h / 2, "activations in: one row per token of the batch",
+    note(ax, 2.6, rows["in"] + h / 2, "activations in: one row per token of the pass",
          style="italic")
     x = 0.05
     for name, r, c in mats[:3]:
@@ -193,8 +193,10 @@ def transformer_layer(model="llama-3-8b", dtype: str = "bf16", batch: int = 1):
     for top, bottom in (("in", "qkv"), ("qkv", "attn"), ("attn", "mlp")):
         arrow(ax, (0.3, rows[top]), (0.3, rows[bottom] + h), width=1.2)
     total = sum(r * c for _, r, c in mats)
+    every = cfg.n_layers * total * b
+    everything = f"{every / 1e9:,.1f} GB" if every >= 1e9 else size(cfg.n_layers * total)
     note(ax, 0.05, 0.55, f"Weights of one layer: {size(total)} in {dtype.upper()}. "
-         f"All {cfg.n_layers} layers: {cfg.n_layers * total * b / 1e9:,.1f} GB.")
+         f"All {cfg.n_layers} layers: {everything}.")
     note(ax, 0.05, 0.2, f"Between them flow {size(batch * d)} to {size(batch * f)} of "
          f"activations for {batch:,} token{'s' if batch > 1 else ''}.")
     return fig
