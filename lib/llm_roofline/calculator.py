@@ -11,7 +11,8 @@ Memory (bytes per GPU)
 Two times per phase: kernel by kernel, and the floor
     A pass is a sequence of kernels, each on its own roofline:
     ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``. Summed, with the all-reduces
-    one after another, they give the *kernel-by-kernel time* (``ttft_s``, ``tpot_s``): what an
+    one after another, they give the *kernel-by-kernel time* (``ttft_kernel_s``,
+    ``tpot_kernel_s``; older names ``ttft_s``, ``tpot_s``): what an
     engine pays that runs its kernels one at a time with nothing overlapping. It is not a
     bound: an engine that overlaps a compute-bound GEMM with memory-bound attention or with
     communication (NanoFlow's nano-batching, 1.9x over vLLM) can beat it. The *floor*
@@ -122,7 +123,10 @@ from .hardware import Accelerator
 from .models import ModelConfig
 from .vram import Memory, _memory
 
-__all__ = ["DecodeStep", "Estimate", "decode_step", "estimate"]
+__all__ = ["KERNEL_BY_KERNEL", "DecodeStep", "Estimate", "decode_step", "estimate"]
+
+KERNEL_BY_KERNEL = "kernel by kernel"
+"""``Estimate.kind`` of ``estimate``'s results: ``ttft_s`` and the rest are kernel-by-kernel."""
 
 
 @dataclass(frozen=True)
@@ -137,11 +141,21 @@ class Estimate:
     ``bandwidth_utilisation`` is the fraction of peak bandwidth a decode step keeps busy.
     ``breakdown("prefill")`` and ``breakdown("decode")`` give the per-kernel table.
 
-    Two times per phase (module docs): ``ttft_s`` and ``tpot_s`` are the kernel-by-kernel
-    times, each kernel on its own roofline and nothing overlapping, what a plain engine pays;
-    ``ttft_floor_s`` and ``tpot_floor_s`` are the floors, the busiest resource's time, which
-    no engine can beat however it overlaps its kernels (``throughput_floor_tok_s``,
-    ``e2e_floor_s`` follow from them). ``resources(phase)`` gives each resource's busy time.
+    Two times per phase (module docs), each named for what it is:
+
+    - the *kernel-by-kernel time*, each kernel on its own roofline and nothing overlapping,
+      what a plain engine pays: ``ttft_kernel_s``, ``tpot_kernel_s``,
+      ``throughput_kernel_tok_s`` and ``e2e_kernel_s``;
+    - the *floor*, the busiest resource's time, which no engine can beat however it overlaps
+      its kernels: ``ttft_floor_s``, ``tpot_floor_s``, ``throughput_floor_tok_s`` and
+      ``e2e_floor_s``.
+
+    ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` and ``e2e_s`` are the older names of the
+    kernel-by-kernel times, kept as aliases (``est.ttft_s == est.ttft_kernel_s``). ``kind``
+    says what they hold: ``"kernel by kernel"`` here; in the ``estimate`` of
+    ``realistic.estimate`` it is ``"calibrated prediction"``, they hold the prediction, and the
+    ``*_kernel_s`` names refuse with a ``ValueError`` rather than mislabel it.
+    ``resources(phase)`` gives each resource's busy time.
     ``decode_bound`` and ``prefill_bound`` name the resource that limits the kernel-by-kernel
     time: ``"memory"`` or ``"compute"``.
     """
@@ -176,6 +190,38 @@ class Estimate:
     busy: dict = field(default_factory=dict, repr=False, compare=False)  # for resources()
     head_dtype: str = "bf16"  # the LM head's math (Setup.math_dtype)
     attention_dtype: str = "bf16"  # the attention's math
+    kind: str = KERNEL_BY_KERNEL  # what ttft_s, tpot_s, throughput_tok_s and e2e_s hold
+
+    def _kernel(self, name: str, kernel_name: str) -> Number:
+        if self.kind != KERNEL_BY_KERNEL:
+            raise ValueError(
+                f"{kernel_name}: this Estimate is a {self.kind}, not a kernel-by-kernel time; "
+                f"read {name} for the prediction, or Realistic.bound.{kernel_name} for the "
+                "kernel-by-kernel time at the peaks")
+        return getattr(self, name)
+
+    @property
+    def ttft_kernel_s(self) -> Number:
+        """TTFT kernel by kernel, queue included: each kernel of the prefill on its own
+        roofline, one after another (``ttft_s`` is its older name)."""
+        return self._kernel("ttft_s", "ttft_kernel_s")
+
+    @property
+    def tpot_kernel_s(self) -> Number:
+        """TPOT kernel by kernel: one decode step's kernels one after another, mean over the
+        decode steps (``tpot_s`` is its older name)."""
+        return self._kernel("tpot_s", "tpot_kernel_s")
+
+    @property
+    def throughput_kernel_tok_s(self) -> Number:
+        """``batch / tpot_kernel_s``, decode tokens per second (``throughput_tok_s``)."""
+        return self._kernel("throughput_tok_s", "throughput_kernel_tok_s")
+
+    @property
+    def e2e_kernel_s(self) -> Number:
+        """One request's latency kernel by kernel: ``ttft_kernel_s + (output_len - 1) *
+        tpot_kernel_s`` (``e2e_s`` is its older name)."""
+        return self._kernel("e2e_s", "e2e_kernel_s")
 
     @property
     def bound(self) -> Label:
@@ -206,7 +252,8 @@ class Estimate:
         cost), ``latency`` (the all-reduces' fixed latencies, on the critical path only for
         one sequence), ``latency_added`` (the latencies the floor adds: all of them for one
         sequence, else 0), ``floor`` (``ttft_floor_s`` less the queue, or ``tpot_floor_s``),
-        ``kernel_by_kernel`` (``ttft_s`` less the queue, or ``tpot_s``) and ``limit``: the
+        ``kernel_by_kernel`` (``ttft_kernel_s`` less the queue, or ``tpot_kernel_s``) and
+        ``limit``: the
         resource whose busy time is the floor (``"latency"`` where the collectives' latencies
         exceed every busy time).
         """
@@ -220,7 +267,8 @@ class Estimate:
 
     @property
     def e2e_s(self) -> Number:
-        """One request's latency: TTFT, then ``output_len - 1`` decode steps."""
+        """One request's latency: TTFT, then ``output_len - 1`` decode steps (of ``kind``; alias
+        of ``e2e_kernel_s`` in ``estimate``'s results)."""
         return self.ttft_s + (self.output_len - 1) * self.tpot_s
 
     @property

@@ -287,17 +287,19 @@ def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dt
     ``mbu``, ``mfu``: achieved fractions of peak bandwidth and peak FLOP/s, from 0.001 to 1.
     """
     cfg, chip = _model(model), get_accelerator(accelerator)
-    n_gpus = validate.integer("n_gpus", n_gpus, maximum=2**20)
+    n_gpus = validate.integer("n_gpus", n_gpus, maximum=2**20, unit="GPUs")
     nodes = chip.nodes(n_gpus)  # raises without an interconnect, or without a network beyond
     weights, kv = canonical(weight_dtype), canonical(kv_dtype)
     act = canonical(act_dtype)
-    group = validate.integer("weight_group_size", weight_group_size, maximum=2**20)
+    group = validate.integer("weight_group_size", weight_group_size, maximum=2**20,
+                             unit="weights")
     head = weights if weights in _FLOAT_FORMATS else "bf16"
     return Setup(
         model=cfg, accelerator=chip, n_gpus=n_gpus, nodes=nodes, weight_dtype=weights,
         kv_dtype=kv, compute_dtype=_compute_dtype(chip, weights, compute_dtype), act_dtype=act,
         weight_group_size=group, head_dtype=_compute_dtype(chip, head, None),
-        attention_dtype=_compute_dtype(chip, act, attention_dtype), mbu=validate.fraction("mbu", mbu),
+        attention_dtype=_compute_dtype(chip, act, attention_dtype, "attention_dtype"),
+        mbu=validate.fraction("mbu", mbu),
         mfu=validate.fraction("mfu", mfu), shares=_shares(cfg, n_gpus),
         sizes=_sizes(weights, kv, act, group),
     )
@@ -334,19 +336,20 @@ def _model(model) -> ModelConfig:
 
 
 def _sizes_of(cfg: ModelConfig, batch, prompt_len, output_len):
-    b, p, o = (validate.integers(n, v) for n, v in
-               (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)))
+    b, p, o = (validate.integers(n, v, unit=u) for n, v, u in
+               (("batch", batch, "requests"), ("prompt_len", prompt_len, "tokens"),
+                ("output_len", output_len, "tokens")))
     if np.any(p + o > cfg.max_context):
         worst = int(np.max(p + o))
         raise ValueError(
-            f"prompt_len + output_len = {worst:,} exceeds the context limit of {cfg.name!r}: "
-            f"max_context = {cfg.max_context}"
+            f"prompt_len + output_len = {worst:,} tokens exceeds the context limit of "
+            f"{cfg.name!r}: max_context = {cfg.max_context:,} tokens"
         )
     return b, p, o
 
 
 def _contexts(cfg: ModelConfig, context) -> np.ndarray:
-    return validate.integers("context", context, maximum=cfg.max_context)
+    return validate.integers("context", context, maximum=cfg.max_context, unit="tokens")
 
 
 MIN_PREFILL_CHUNK = 64
@@ -355,7 +358,7 @@ MIN_PREFILL_CHUNK = 64
 
 def prefill_chunk_of(chunk) -> int:
     """``prefill_chunk`` checked: an integer of at least ``MIN_PREFILL_CHUNK`` tokens."""
-    return validate.integer("prefill_chunk (tokens)", chunk, minimum=MIN_PREFILL_CHUNK)
+    return validate.integer("prefill_chunk", chunk, minimum=MIN_PREFILL_CHUNK, unit="tokens")
 
 
 def prefill_pass_tokens(batch, prompt_len, chunk: int):
@@ -376,14 +379,14 @@ def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
     """Per op, the fraction of its FLOPs and bytes one GPU does under tensor parallelism."""
     if cfg.n_heads % n_gpus:
         raise ValueError(
-            f"n_gpus ({n_gpus}) must divide n_heads ({cfg.n_heads}) of {cfg.name!r} "
-            "for tensor parallelism"
+            f"n_gpus ({n_gpus} GPUs) must divide n_heads ({cfg.n_heads} attention heads) of "
+            f"{cfg.name!r} for tensor parallelism"
         )
     kv = cfg.n_kv_heads
     if not cfg.is_mla and kv % n_gpus and n_gpus % kv:
         raise ValueError(
-            f"n_gpus ({n_gpus}) must divide n_kv_heads ({kv}) of {cfg.name!r}, or be a multiple "
-            "of it (then the KV heads are replicated)"
+            f"n_gpus ({n_gpus} GPUs) must divide n_kv_heads ({kv} KV heads) of {cfg.name!r}, or "
+            "be a multiple of it (then the KV heads are replicated)"
         )
     share = kv_share(cfg, n_gpus)
     replicated = _REPLICATED | (_KV_OPS if cfg.is_mla else set())
@@ -393,9 +396,13 @@ def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
     }
 
 
-def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -> str:
+def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None,
+                   name: str = "compute_dtype") -> str:
     if compute_dtype is not None:
-        chip.peak(compute_dtype)  # raises if the chip lacks it
+        try:
+            chip.peak(compute_dtype)  # raises if the chip lacks it
+        except ValueError as err:  # the message names the argument the user passed
+            raise ValueError(f"{name} {validate.shorten(compute_dtype, 40)}: {err}") from None
         return canonical(compute_dtype)
     # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16)
     wanted = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int4": "bf16", "int4_zp": "bf16"}.get(

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from .validate import shorten
 
-__all__ = ["GROUPED", "bytes_per_element", "canonical", "list_dtypes", "nbytes"]
+__all__ = ["GROUPED", "aliases", "bytes_per_element", "canonical", "list_dtypes", "nbytes"]
 
 # Bytes per element of each canonical format.
 _BYTES: dict[str, Fraction] = {
@@ -54,6 +54,13 @@ _ALIASES: dict[str, str] = {
 def list_dtypes() -> tuple[str, ...]:
     """The canonical names, smallest precision last."""
     return tuple(_BYTES)
+
+
+def aliases() -> dict[str, tuple[str, ...]]:
+    """The other spellings ``canonical`` accepts, by canonical name (every canonical name is a
+    key): ``aliases()["fp8_e4m3"] == ("fp8", "float8_e4m3fn", "float8_e4m3")``. Case, ``-``
+    and spaces are forgiven on top of these."""
+    return {name: tuple(a for a, c in _ALIASES.items() if c == name) for name in _BYTES}
 
 
 def canonical(name: str) -> str:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import numbers
-import os
 from pathlib import Path
 
 import numpy as np
@@ -205,9 +204,9 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
     ``data/accelerators.json``: ``{"about": ..., "accelerators": [record, ...]}``.
 
     Figures are rounded to 6 significant digits; every built-in chip reads back equal. Returns
-    the path written. An existing file is replaced only if it is itself an accelerator data
-    file (a notebook re-run saves again) or with ``force=True``; the file is written whole or
-    not at all.
+    the path written. An existing file is replaced only if this function wrote it (a notebook
+    re-run saves again; its ``about`` says so) or with ``force=True``; the file is written whole
+    or not at all (the library's one writer gate, :func:`validate.write_output`).
     """
     force = validate.boolean("force", force)
     if isinstance(chips, Accelerator):
@@ -216,20 +215,12 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
             isinstance(c, Accelerator) for c in chips):
         raise ValueError(f"chips must be an Accelerator or a non-empty list of them, got "
                          f"{validate.shorten(chips)}")
-    if not isinstance(path, str | os.PathLike) or not str(os.fspath(path)).strip():
-        raise ValueError(f"path must be a file name, got {validate.shorten(path)}")
-    path = Path(path)
+    # the library's one gate for writers (validate.destination, validate.write_output)
+    path = validate.destination("path", path, folder=False)
     shown = validate._shown(path)
-    if path.is_dir():
-        raise ValueError(f"path {shown} is a folder: give a file name such as my_machine.json")
     if not path.parent.is_dir():
         raise ValueError(f"path {shown}: the folder {validate._shown(path.parent)} does not exist")
-    if path.exists() and not force:
-        try:
-            hardware.load_accelerators(path)
-        except ValueError:
-            raise ValueError(f"path {shown} exists and is not an accelerator data file: "
-                             "choose another name, or pass force=True to replace it") from None
+    validate.replaceable("path", path, marker=_SAVED, force=force, flag="force=True")
     data = {
         "about": "Accelerators in the schema of llm_roofline/data/accelerators.json (memory_gib "
         "in GiB, bandwidth_gb_s in GB/s, peak_tflops in TFLOP/s, dense); written by "
@@ -237,11 +228,12 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
         "accelerators": [accelerator_record(c) for c in chips],
     }
     text = json.dumps(data, indent=2, allow_nan=False) + "\n"
-    try:
-        validate.write_atomically(path, text, prefix=path.name[:50])
-    except OSError as err:
-        raise ValueError(f"cannot write {shown}: {err.strerror or type(err).__name__}") from None
-    return path
+    return validate.write_output("path", path, text, marker=_SAVED, force=True)
+
+
+_SAVED = "written by llm_roofline.machine.save_accelerator"
+"""The signature in the ``about`` of a file :func:`save_accelerator` wrote: such a file is
+replaced on the next save; any other needs ``force=True``."""
 
 
 def load_accelerators(path) -> list[Accelerator]:

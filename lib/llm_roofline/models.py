@@ -574,8 +574,12 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
         raise ValueError(f"config: cannot read {shown}: {err.strerror or err}") from None
     if is_dir:
         file = file / "config.json"
-        if not file.is_file():
+        kind = validate.what_is(file)
+        if kind == "nothing":
             raise ValueError(f"config: the folder {shown} holds no config.json")
+        if kind not in ("a regular file", "a link to a regular file"):
+            raise ValueError(f"config: the folder {shown} holds a config.json that is {kind}, "
+                             "not a file")
     config = validate.read_json("config", file, cap=MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise ValueError(f"config: {shown} holds a JSON {type(config).__name__}, not an object")
@@ -599,7 +603,9 @@ def _config_name(config: dict, file: Path) -> str | None:
         return given.strip()
     if file.stem != "config":
         return file.stem
-    folder = file.resolve().parent
+    # the folder the user named, links not followed: a Hugging Face cache's config.json is a
+    # link into blobs/, whose name says nothing
+    folder = Path(os.path.abspath(file)).parent
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
         return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
     if folder.name:  # a download's folder is named for its model: "Mistral-7B-v0.1"

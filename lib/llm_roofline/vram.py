@@ -104,8 +104,9 @@ def max_batch(model: ModelConfig | str, accelerator: Accelerator | str, prompt_l
     hi = np.full(shape, validate.MAX_COUNT, dtype=np.int64)
     if np.any(fits(hi)):
         raise ValueError(
-            f"more than {validate.MAX_COUNT:,} requests fit (prompt_len {_first(p)}, "
-            f"output_len {_first(o)}): max_batch only searches up to validate.MAX_COUNT"
+            f"more than {validate.MAX_COUNT:,} requests fit (prompt_len {_first(p):,} tokens, "
+            f"output_len {_first(o):,} tokens): max_batch only searches up to "
+            "validate.MAX_COUNT"
         )
     while np.any(hi - lo > 1):
         mid = (lo + hi) // 2
@@ -125,11 +126,12 @@ def max_prompt_len(model: ModelConfig | str, accelerator: Accelerator | str, bat
                      [n for n, p in inspect.signature(memory).parameters.items()
                       if p.kind is p.KEYWORD_ONLY])
     cfg = _model(model)
-    batch = validate.integer("batch", batch)
+    batch = validate.integer("batch", batch, unit="requests")
     if cfg.max_context < 2:
         raise ValueError(f"max_prompt_len needs a context of at least 2 tokens; {cfg.name!r} has "
-                         f"max_context {cfg.max_context}")
-    output_len = validate.integer("output_len", output_len, maximum=cfg.max_context - 1)
+                         f"max_context {cfg.max_context} {'token' if cfg.max_context == 1 else 'tokens'}")
+    output_len = validate.integer("output_len", output_len, maximum=cfg.max_context - 1,
+                                  unit="tokens")
 
     def fits(p):
         return bool(memory(cfg, accelerator, batch, int(p), output_len, **options).free >= 0)
@@ -149,7 +151,7 @@ def gpus_needed(model: ModelConfig | str, accelerator: Accelerator | str, batch,
     that many GPUs fill: ``get_accelerator(accelerator).nodes(n)``, as ``Estimate.nodes``.
     """
     cfg, chip = _model(model), get_accelerator(accelerator)
-    for n in range(1, validate.integer("max_gpus", max_gpus, maximum=2**20) + 1):
+    for n in range(1, validate.integer("max_gpus", max_gpus, maximum=2**20, unit="GPUs") + 1):
         if n > 1 and chip.interconnect_bandwidth is None:
             return None
         if n > chip.domain_size and chip.network_bandwidth is None:
