@@ -34,9 +34,10 @@ from . import validate
 from .validate import available_bytes  # noqa: F401  (tests replace it here)
 
 __all__ = [
-    "MAX_SIZE_MB", "Progress", "available_bytes", "blas_info", "copy_bandwidth", "cpu_name",
-    "dram_size_mb", "last_level_cache_bytes", "matmul_peak", "matvec_bandwidth", "measure_host",
-    "measure_roofline", "median_seconds", "timed_seconds", "total_memory_bytes",
+    "DISTURBED_SPREAD", "MAX_SIZE_MB", "Progress", "available_bytes", "blas_info",
+    "blas_threads", "copy_bandwidth", "cpu_name", "disturbance", "dram_size_mb",
+    "last_level_cache_bytes", "load_average", "matmul_peak", "matvec_bandwidth", "measure_host",
+    "measure_roofline", "median_seconds", "timed_seconds", "timing", "total_memory_bytes",
 ]
 
 MB = 10**6
@@ -94,9 +95,223 @@ def timed_seconds(fn, repeats: int, statistic: str = "median") -> float:
     return median(times) if statistic == "median" else min(times)
 
 
+DISTURBED_SPREAD = 0.25
+"""A timing whose median run is this much slower than its best (25 %) was disturbed: another
+process, a throttled core. Its best run may still be clean, but the page says so."""
+
+MAX_INNER = 1_000_000
+"""The most calls of an operation one timed repetition makes (a call of a few ns)."""
+
+
+LONG_CALL_S = 50e-6
+"""A call at least this long (50 us, hundreds of times the timer's cost) is timed alone."""
+
+
+def timing(fn, repeats: int = 5, min_seconds: float = 0.005) -> dict:
+    """Time ``fn()`` the careful way and return plain data.
+
+    ``fn`` is a function of no arguments, or a list of them that do the same work on
+    different buffers (one weight matrix per layer, say), called in turn. After a warm-up
+    call of each, a call at least :data:`LONG_CALL_S` long is timed alone, ``repeats``
+    times over the list (each sample a clean call: a short sample is more likely to fall
+    between two time slices of another program); shorter calls are timed ``inner`` at a
+    time, with ``inner`` chosen so that a repetition lasts at least ``min_seconds`` (far
+    above the timer's resolution and the loop's cost), ``repeats`` repetitions.
+
+    ``seconds`` is the best time per call, ``median_s`` the median, ``spread`` median /
+    best - 1 (0 on a quiet machine; above :data:`DISTURBED_SPREAD` when another program
+    interfered), ``inner`` the calls per sample and ``samples`` how many. Whatever ``fn``
+    allocates is part of what is timed: give it buffers made beforehand.
+    """
+    repeats = _repeats(repeats)
+    min_seconds = validate.real("min_seconds", min_seconds, minimum=1e-6, maximum=60,
+                                unit="seconds")
+    fns = list(fn) if isinstance(fn, list | tuple) else [fn]
+    if not fns or not all(callable(f) for f in fns):
+        raise ValueError(f"fn must be a function of no arguments or a non-empty list of them, "
+                         f"got {validate.shorten(fn)}")
+    t0 = perf_counter()
+    for f in fns:
+        f()  # warm up: page in the buffers, start the BLAS threads, fill the caches
+    once = (perf_counter() - t0) / len(fns)
+    if once >= LONG_CALL_S:
+        times = []
+        for _ in range(repeats):
+            for f in fns:
+                t0 = perf_counter()
+                f()
+                times.append(perf_counter() - t0)
+        inner = 1
+    else:
+        inner = 1
+        while True:  # calibrate: enough cycles that a repetition lasts min_seconds
+            t0 = perf_counter()
+            for _ in range(inner):
+                for f in fns:
+                    f()
+            elapsed = perf_counter() - t0
+            if elapsed >= min_seconds or inner >= MAX_INNER:
+                break
+            inner = min(MAX_INNER, max(2 * inner, int(1.2 * inner * min_seconds / max(elapsed, 1e-9))))
+        calls = inner * len(fns)
+        times = [elapsed / calls]
+        for _ in range(repeats - 1):
+            t0 = perf_counter()
+            for _ in range(inner):
+                for f in fns:
+                    f()
+            times.append((perf_counter() - t0) / calls)
+        inner = calls
+    best, mid = min(times), median(times)
+    return {"seconds": best, "median_s": mid, "spread": mid / best - 1 if best > 0 else 0.0,
+            "inner": inner, "samples": len(times)}
+
+
+def load_average() -> float | None:
+    """The system's load average over the last minute (runnable processes), None if unknown."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return None
+
+
+def disturbance(spreads: dict, limit: float = DISTURBED_SPREAD, load: float | None = None,
+                cpus: int | None = None) -> str | None:
+    """One sentence naming the timings whose repetitions spread beyond ``limit`` (and the
+    load, if above the CPU count), or None when the run looks undisturbed.
+
+    ``spreads`` maps a name to a spread as :func:`timing` reports it.
+    """
+    limit = validate.real("limit", limit, minimum=0, maximum=100)
+    if not isinstance(spreads, dict):
+        raise ValueError(f"spreads must map names to spreads, got {validate.shorten(spreads)}")
+    wide = sorted(((float(v), str(k)) for k, v in spreads.items() if float(v) > limit),
+                  reverse=True)
+    busy = load is not None and cpus is not None and load > cpus
+    if not wide and not busy:
+        return None
+    parts = []
+    if wide:
+        names = ", ".join(f"{k} (+{v:.0%})" for v, k in wide[:4])
+        more = f" and {len(wide) - 4} more" if len(wide) > 4 else ""
+        parts.append(f"the median repetition ran more than {limit:.0%} slower than the best for "
+                     f"{names}{more}")
+    if busy:
+        parts.append(f"the load average was {load:.1f} on {cpus} CPUs")
+    return ("This run was disturbed: " + "; ".join(parts) + ". Another program was using the "
+            "machine; the best repetitions are shown, but treat the numbers with care.")
+
+
+class blas_threads:  # noqa: N801  (a context manager, used as a function)
+    """``with blas_threads(n):`` runs the BLAS (OpenBLAS, as NumPy's wheels ship it) on ``n``
+    threads, and restores the previous count after. ``n=None`` keeps the current count. Where
+    the count cannot be set (another BLAS), it does nothing; :func:`blas_info` says which."""
+
+    def __init__(self, n: int | None = None):
+        self.n = None if n is None else validate.integer("threads", n, maximum=1024)
+        self._before = None
+
+    @staticmethod
+    def _calls():
+        try:
+            with open("/proc/self/maps") as f:
+                paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
+        except OSError:
+            return None
+        for path in sorted(paths):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for prefix, suffix in (("scipy_", "64_"), ("", "64_"), ("", "")):
+                try:
+                    get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}")
+                    put = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}")
+                except AttributeError:
+                    continue
+                put.argtypes = [ctypes.c_int]
+                return get, put
+        return None
+
+    def __enter__(self):
+        calls = self._calls() if self.n is not None else None
+        if calls is not None:
+            get, put = calls
+            self._before = (put, int(get()))
+            put(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        if self._before is not None:
+            put, n = self._before
+            put(n)
+        return False
+
+
 def median_seconds(fn, repeats: int) -> float:
     """Median wall time of ``repeats`` calls of ``fn()``, in seconds, after one untimed call."""
     return timed_seconds(fn, repeats, "median")
+
+
+BLOCK_MB = 4
+"""The size of one timed call of :func:`measure_roofline`'s bandwidth kernels (MB): a larger
+working set is a pool of such blocks, called in turn, each call timed alone, as the
+operations of a model are."""
+
+
+def _blocks(size: int) -> list[int]:
+    """``size`` MB as blocks of at most :data:`BLOCK_MB` MB."""
+    return [BLOCK_MB] * (size // BLOCK_MB) + ([size % BLOCK_MB] if size % BLOCK_MB else [])
+
+
+def _copy_kernel(size_mb, pooled: bool = False):
+    """A copy of a ``size_mb`` MB float32 array into another: (function, bytes counted);
+    ``pooled``: (a list of functions, one per block, bytes of one block)."""
+    size = _size_mb(size_mb, "size_mb", arrays=2)
+    if pooled:
+        pairs = [(np.ones(b * MB // 4, np.float32), np.empty(b * MB // 4, np.float32))
+                 for b in _blocks(size)]
+        return ([lambda s=s, d=d: np.copyto(d, s) for s, d in pairs],
+                2 * pairs[0][0].nbytes)
+    n = size * MB // 4
+    src = np.ones(n, np.float32)
+    dst = np.empty_like(src)
+    return (lambda: np.copyto(dst, src)), 2 * src.nbytes
+
+
+def _matvec_kernel(size_mb, pooled: bool = False):
+    """A float32 GEMV over a ``size_mb`` MB matrix into a preallocated vector: (function,
+    bytes counted: the matrix, the vector and the result); ``pooled``: a list of GEMVs, one
+    per block of :data:`BLOCK_MB` MB, and the bytes of one."""
+    size = _size_mb(size_mb, "size_mb", arrays=1)
+    if pooled:
+        cols = 1024
+        rows = max(1, min(size, BLOCK_MB) * MB // (4 * cols))
+        x = np.ones(cols, np.float32)
+        y = np.empty(rows, np.float32)
+        ws = [np.ones((rows, cols), np.float32) for _ in range(max(1, size // BLOCK_MB))]
+        return ([lambda w=w: np.matmul(w, x, out=y) for w in ws],
+                ws[0].nbytes + x.nbytes + y.nbytes)
+    cols = 4096 if size >= 16 else 1024  # small sizes: enough rows for every thread
+    rows = max(1, size * MB // (4 * cols))
+    w = np.ones((rows, cols), np.float32)
+    x = np.ones(cols, np.float32)
+    y = np.empty(rows, np.float32)
+    return (lambda: np.matmul(w, x, out=y)), w.nbytes + x.nbytes + y.nbytes
+
+
+def _matmul_kernel(n, dtype):
+    """An ``n x n`` by ``n x n`` product into a preallocated matrix: (function, FLOPs)."""
+    _positive_int(n, "n", MAX_MATMUL_N)
+    key = validate.choice("dtype", dtype, _MATMUL_DTYPES,
+                          aliases={"float32": "fp32", "float64": "fp64", "float": "fp32"})
+    kind = _MATMUL_DTYPES[key]
+    _size_mb(max(1, -(-n * n * np.dtype(kind).itemsize // MB)), f"n={n}: each matrix", arrays=3)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(kind)
+    b = rng.standard_normal((n, n)).astype(kind)
+    out = np.empty_like(a)
+    return (lambda: np.matmul(a, b, out=out)), 2 * n**3
 
 
 def copy_bandwidth(size_mb: int = 128, repeats: int = 5, statistic: str = "median") -> float:
@@ -106,13 +321,10 @@ def copy_bandwidth(size_mb: int = 128, repeats: int = 5, statistic: str = "media
     write-allocate caches (most x86 CPUs) the bus may carry up to 3 x size (module notes).
     NumPy copies on one core. A size whose two arrays do not fit in memory raises ValueError.
     """
-    n = _size_mb(size_mb, "size_mb", arrays=2) * MB // 4
     _repeats(repeats)
     statistic = validate.choice("statistic", statistic, _STATISTICS)
-    src = np.ones(n, np.float32)
-    dst = np.empty_like(src)
-    seconds = timed_seconds(lambda: np.copyto(dst, src), repeats, statistic)
-    return 2 * src.nbytes / seconds / 1e9
+    fn, moved = _copy_kernel(size_mb)
+    return moved / timed_seconds(fn, repeats, statistic) / 1e9
 
 
 def matvec_bandwidth(size_mb: int = 128, repeats: int = 5, statistic: str = "median") -> float:
@@ -121,15 +333,10 @@ def matvec_bandwidth(size_mb: int = 128, repeats: int = 5, statistic: str = "med
     This is the decode step of a language model: every weight read once, two FLOPs each.
     Counts the matrix, the vector and the result. The BLAS runs it on all its threads.
     """
-    size = _size_mb(size_mb, "size_mb", arrays=1)
     _repeats(repeats)
     statistic = validate.choice("statistic", statistic, _STATISTICS)
-    cols = 4096 if size >= 16 else 1024  # small sizes: enough rows for every thread
-    rows = max(1, size * MB // (4 * cols))
-    w = np.ones((rows, cols), np.float32)
-    x = np.ones(cols, np.float32)
-    moved = w.nbytes + x.nbytes + rows * 4
-    return moved / timed_seconds(lambda: w @ x, repeats, statistic) / 1e9
+    fn, moved = _matvec_kernel(size_mb)
+    return moved / timed_seconds(fn, repeats, statistic) / 1e9
 
 
 def matmul_peak(n: int = 1024, repeats: int = 5, dtype: str = "fp32",
@@ -139,15 +346,8 @@ def matmul_peak(n: int = 1024, repeats: int = 5, dtype: str = "fp32",
     _positive_int(n, "n", MAX_MATMUL_N)
     _repeats(repeats)
     statistic = validate.choice("statistic", statistic, _STATISTICS)
-    key = validate.choice("dtype", dtype, _MATMUL_DTYPES,
-                          aliases={"float32": "fp32", "float64": "fp64", "float": "fp32"})
-    kind = _MATMUL_DTYPES[key]
-    _size_mb(max(1, -(-n * n * np.dtype(kind).itemsize // MB)), f"n={n}: each matrix", arrays=3)
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n)).astype(kind)
-    b = rng.standard_normal((n, n)).astype(kind)
-    out = np.empty_like(a)
-    return 2 * n**3 / timed_seconds(lambda: np.matmul(a, b, out=out), repeats, statistic) / 1e9
+    fn, flops = _matmul_kernel(n, dtype)
+    return flops / timed_seconds(fn, repeats, statistic) / 1e9
 
 
 def _openblas_calls() -> dict:
@@ -324,27 +524,45 @@ def measure_roofline(
     sweep_mb: tuple[int, ...] = (1, 4, 16, 64),
     dram_mb: int | None = None,
     copy_mb: int | None = None,
-    matmul_n: int = 1536,
+    matmul_n: int = 1024,
     dtype: str = "fp32",
-    repeats: int = 3,
+    repeats: int = 5,
     statistic: str = "min",
     progress: bool = True,
+    *,
+    threads: int | None = None,
+    min_seconds: float = 0.005,
 ) -> dict:
     """The host's roofline as plain data: a read bandwidth per working-set size, copy
-    bandwidth, the matmul peak in ``dtype``, and what produced them.
+    bandwidth, the matmul peak in ``dtype``, how much each one's repetitions spread, and
+    what produced them.
 
     ``read_sweep`` maps each size of ``sweep_mb`` and ``dram_mb`` (MB) to the GEMV read
     bandwidth there (GB/s): a size that fits in a cache reads at that cache's speed.
     ``read_GBps`` is the one at ``dram_mb`` (default :func:`dram_size_mb`, past the
     last-level cache): main memory's slope. ``cache_GBps`` is the fastest of the sweep, the
     cache's slope. Copy uses two arrays of ``copy_mb`` (default half of ``dram_mb``).
-    ``statistic="min"`` keeps the best of ``repeats`` runs (the module notes say why).
-    Bandwidths in GB/s, the peak in GFLOP/s. With ``progress`` a text bar shows the steps.
+
+    Each figure is timed by :func:`timing` on preallocated buffers, exactly as
+    :func:`llm_roofline.machine.profile` times a model's operations: a working set larger
+    than :data:`BLOCK_MB` is a pool of blocks called in turn, each call timed alone (a read
+    of the pool's last block finds the first one evicted, as a model's next layer finds its
+    weights), ``repeats`` samples per block, the BLAS on ``threads``
+    threads (default: as many as it has now; :func:`blas_threads`). ``statistic="min"``
+    keeps the best repetition (another program can only slow a run down), ``"median"`` the
+    median. ``spread`` gives each figure's median / best - 1, ``disturbed`` a sentence when
+    a spread passes :data:`DISTURBED_SPREAD` (else None), ``load`` the load average before
+    and after. Bandwidths in GB/s, the peak in GFLOP/s. With ``progress`` a text bar shows
+    the steps.
     """
     _repeats(repeats)
     statistic = validate.choice("statistic", statistic, _STATISTICS)
     _positive_int(matmul_n, "matmul_n", MAX_MATMUL_N)
     progress = validate.boolean("progress", progress)
+    if threads is not None:
+        threads = validate.integer("threads", threads, maximum=1024)
+    min_seconds = validate.real("min_seconds", min_seconds, minimum=1e-6, maximum=60,
+                                unit="seconds")
     if isinstance(sweep_mb, str | bytes) or not isinstance(sweep_mb, tuple | list) or not sweep_mb:
         raise ValueError(f"sweep_mb must be a non-empty list of sizes in MB, got "
                          f"{validate.shorten(sweep_mb)}")
@@ -354,15 +572,27 @@ def measure_roofline(
     key = validate.choice("dtype", dtype, _MATMUL_DTYPES,
                           aliases={"float32": "fp32", "float64": "fp64", "float": "fp32"})
     bar = Progress(len(sizes) + 2, "measuring the host", show=progress)
-    sweep = {}
-    for size in sizes:  # small sizes are quick: more runs, so that one of them is undisturbed
-        runs = max(repeats, min(64, 64 // size))
-        sweep[size] = matvec_bandwidth(size, runs, statistic)
-        bar.step(f"read {size} MB: {sweep[size]:.1f} GB/s")
-    copy = copy_bandwidth(copy_mb, repeats, statistic)
-    bar.step(f"copy 2 x {copy_mb} MB: {copy:.1f} GB/s")
-    peak = matmul_peak(matmul_n, repeats, key, statistic)
-    bar.step(f"matmul {matmul_n}: {peak:.1f} GFLOP/s")
+    pick = "seconds" if statistic == "min" else "median_s"
+    load_before = load_average()
+    sweep, spread = {}, {}
+    with blas_threads(threads):
+        used = blas_info().get("threads")
+        for size in sizes:
+            fn, moved = _matvec_kernel(size, pooled=True)
+            t = timing(fn, repeats, min_seconds)
+            sweep[size], spread[f"read {size} MB"] = moved / t[pick] / 1e9, t["spread"]
+            bar.step(f"read {size} MB: {sweep[size]:.1f} GB/s")
+        fn, moved = _copy_kernel(copy_mb, pooled=True)
+        t = timing(fn, repeats, min_seconds)
+        copy, spread["copy"] = moved / t[pick] / 1e9, t["spread"]
+        del fn
+        bar.step(f"copy 2 x {copy_mb} MB: {copy:.1f} GB/s")
+        fn, flops = _matmul_kernel(matmul_n, key)
+        t = timing(fn, repeats, min_seconds)
+        peak, spread["matmul"] = flops / t[pick] / 1e9, t["spread"]
+        bar.step(f"matmul {matmul_n}: {peak:.1f} GFLOP/s")
+    load = {"before": load_before, "after": load_average()}
+    busiest = max((v for v in load.values() if v is not None), default=None)
     return {
         "read_GBps": sweep[dram],
         "cache_GBps": max(sweep.values()),
@@ -375,6 +605,11 @@ def measure_roofline(
         "matmul_n": matmul_n,
         "repeats": repeats,
         "statistic": statistic,
+        "min_seconds": min_seconds,
+        "threads": used if threads is None else threads,
+        "spread": spread,
+        "load": load,
+        "disturbed": disturbance(spread, load=busiest, cpus=os.cpu_count()),
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
         "last_level_cache_bytes": last_level_cache_bytes(),

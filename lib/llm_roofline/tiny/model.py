@@ -384,14 +384,25 @@ class TinyLlama:
         return o.reshape(B, G, g, n, dh)
 
     def _scores_softmax_values(self, q, K, V, scale, mask):  # q [B, G, r, dh], K, V [B, G, S, dh]
-        s = q @ K.swapaxes(-1, -2)  # [B, G, r, S]: one BLAS product per (sequence, KV head)
+        s = self._attn_scores(q, K)  # [B, G, r, S]
+        p = self._softmax(s, scale, mask)  # [B, G, r, S], in the scores' buffer
+        return self._attn_values(p, V)  # [B, G, r, dh]
+
+    def _attn_scores(self, q, K):  # q [B, G, r, dh], K [B, G, S, dh] -> [B, G, r, S]
+        s = q @ K.swapaxes(-1, -2)  # one BLAS product per (sequence, KV head)
         self._record("attn_scores", 2 * q.shape[-1] * s.size, (q,), (s,))  # K: in kv_read
+        return s
+
+    def _softmax(self, s, scale, mask):  # s [B, G, r, S], scaled, masked, in place
         s *= scale
         if mask is not None:  # rows are (head, query) pairs: view s as [B, G, g, n, S]
             s.reshape(*s.shape[:2], -1, *mask.shape)[...] += mask
-        p = softmax(s)  # [B, G, r, S], in the scores' buffer
+        p = softmax(s)
         self._record("softmax", 6 * p.size, (p,), (p,))
-        o = p @ V  # [B, G, r, dh]
+        return p
+
+    def _attn_values(self, p, V):  # p [B, G, r, S], V [B, G, S, dh] -> [B, G, r, dh]
+        o = p @ V
         self._record("attn_values", 2 * o.shape[-1] * p.size, (p,), (o,))
         return o
 
