@@ -355,8 +355,10 @@ def _op_kernels(model, B: int, n: int, past: int, lm_rows: int, rng) -> dict:
     # A weight is used once per pass; in a model larger than the last-level cache it comes
     # from main memory each time. So each product cycles through every layer's weight and,
     # for such a model, through copies of them, until the cycle holds twice the cache.
+    # (A prefill's products reuse each weight for every token: there the copies change
+    # nothing but the time the measurement takes, so they are made for a decode only.)
     llc = last_level_cache_bytes() or 32 * 2**20
-    cold = cfg.n_params * model.dtype.itemsize > llc
+    cold = cfg.n_params * model.dtype.itemsize > llc and T <= 16
 
     def cycle(op, arg, weights):
         size = sum(w.nbytes + (0 if b is None else b.nbytes) for w, b in weights)
@@ -428,12 +430,14 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
     return out
 
 
-def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
+def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 15,
                seed: int = 0, min_seconds: float = 0.002, threads: int | None = None) -> dict:
     """The same run as :func:`profile` timed whole, per phase: ``{"prefill": {...},
     "decode": {...}}``, each with ``seconds`` (the prefill pass; the ``n_decode`` steps, a
     step at the middle context times ``n_decode``) and ``spread``, by
-    :func:`llm_roofline.measure.timing` with the same settings. The difference from the sum
+    :func:`llm_roofline.measure.timing` with the same settings, but ``runs`` samples of a
+    whole pass and three times as many of a decode step (a pass is long, and a long sample is
+    more often disturbed than a short one). The difference from the sum
     of the operations is what runs between them: Python, reshapes, the mask, allocations."""
     from .measure import blas_threads, timing
     from .tiny import TinyLlama
@@ -464,7 +468,7 @@ def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int =
             cache.length = mid
             model.decode(nxt, cache)
 
-        decode = timing(step, runs, min_seconds)
+        decode = timing(step, min(3 * runs, 1000), min_seconds)  # a step is short: more samples
     return {"prefill": {"seconds": prefill["seconds"], "spread": prefill["spread"]},
             "decode": {"seconds": decode["seconds"] * n_decode, "spread": decode["spread"],
                        "per_step_s": decode["seconds"]}}
