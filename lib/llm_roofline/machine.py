@@ -375,7 +375,8 @@ def _op_kernels(model, B: int, n: int, past: int, lm_rows: int, rng) -> dict:
 
 
 def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
-            seed: int = 0, min_seconds: float = 0.002, threads: int | None = None) -> list[dict]:
+            seed: int = 0, min_seconds: float = 0.002, threads: int | None = None,
+            clock: str | None = None) -> list[dict]:
     """Each operation of ``model.generate`` (one prefill of ``batch`` random prompts of
     ``prompt_len`` tokens, ``n_decode`` decode steps), counted exactly and timed alone.
 
@@ -386,9 +387,12 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
     ``runs`` repetitions, the BLAS on ``threads`` threads (default: its current count).
     ``seconds`` is that time per call times the calls; a decode step is timed at the middle
     of the run's contexts. Each row also has ``per_call_s``, ``spread`` (median / best - 1 of
-    the repetitions), ``batch`` and ``prompt_len``. Compare the sum with :func:`pass_times`.
+    the repetitions), ``waited`` (the share of wall time spent waiting for a core),
+    ``clock``, ``batch`` and ``prompt_len``. ``clock`` as
+    :func:`llm_roofline.measure.timing` (default ``"cpu"`` on one thread, else ``"wall"``).
+    Compare the sum with :func:`pass_times`.
     """
-    from .measure import blas_threads, timing
+    from .measure import blas_info, blas_threads, default_clock, timing
     from .tiny import Tally, TinyLlama
 
     if not isinstance(model, TinyLlama):
@@ -411,6 +415,7 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
     rows = tally.rows()
     V, d = model.cfg.vocab_size, model.cfg.hidden_size
     with blas_threads(threads):
+        clock = default_clock(threads or blas_info().get("threads"), clock)
         per_call: dict[tuple[str, str], dict] = {}
         for phase, n, past in (("prefill", prompt_len, 0),
                                ("decode", 1, prompt_len + (n_decode - 1) // 2)):
@@ -418,20 +423,22 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
             lm_rows = head["flops"] // (2 * V * d * head["calls"])
             for op, make in _op_kernels(model, batch, n, past, lm_rows, rng).items():
                 if make is None:
-                    per_call[phase, op] = {"seconds": 0.0, "spread": 0.0}
+                    per_call[phase, op] = {"seconds": 0.0, "spread": 0.0, "waited": 0.0}
                     continue
-                t = timing(make(), runs, min_seconds)  # one function per buffer, in turn
-                per_call[phase, op] = {"seconds": t["seconds"], "spread": t["spread"]}
+                t = timing(make(), runs, min_seconds, clock)  # one function per buffer, in turn
+                per_call[phase, op] = t
     out = []
     for r in rows:
         t = per_call[r["phase"], r["op"]]
         out.append(r | {"seconds": t["seconds"] * r["calls"], "per_call_s": t["seconds"],
-                        "spread": t["spread"], "batch": batch, "prompt_len": prompt_len})
+                        "spread": t["spread"], "waited": t["waited"], "clock": clock,
+                        "batch": batch, "prompt_len": prompt_len})
     return out
 
 
 def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 15,
-               seed: int = 0, min_seconds: float = 0.002, threads: int | None = None) -> dict:
+               seed: int = 0, min_seconds: float = 0.002, threads: int | None = None,
+               clock: str | None = None) -> dict:
     """The same run as :func:`profile` timed whole, per phase: ``{"prefill": {...},
     "decode": {...}}``, each with ``seconds`` (the prefill pass; the ``n_decode`` steps, a
     step at the middle context times ``n_decode``) and ``spread``, by
@@ -439,7 +446,7 @@ def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int =
     whole pass and three times as many of a decode step (a pass is long, and a long sample is
     more often disturbed than a short one). The difference from the sum
     of the operations is what runs between them: Python, reshapes, the mask, allocations."""
-    from .measure import blas_threads, timing
+    from .measure import blas_info, blas_threads, default_clock, timing
     from .tiny import TinyLlama
 
     if not isinstance(model, TinyLlama):
@@ -458,8 +465,9 @@ def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int =
         raise ValueError(f"prompt_len {prompt_len} + n_decode {n_decode} + 1 exceeds max_context "
                          f"{model.cfg.max_context}")
     with blas_threads(threads):
+        clock = default_clock(threads or blas_info().get("threads"), clock)
         prefill = timing(lambda: model.prefill(prompt, max_len=top, logits="last"), runs,
-                         min_seconds)
+                         min_seconds, clock)
         _, cache = model.prefill(prompt, max_len=top, logits="last")
         mid = prompt_len + (n_decode - 1) // 2
         nxt = prompt[:, -1]
@@ -468,9 +476,11 @@ def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int =
             cache.length = mid
             model.decode(nxt, cache)
 
-        decode = timing(step, min(3 * runs, 1000), min_seconds)  # a step is short: more samples
-    return {"prefill": {"seconds": prefill["seconds"], "spread": prefill["spread"]},
+        decode = timing(step, min(3 * runs, 1000), min_seconds, clock)  # short: more samples
+    return {"prefill": {"seconds": prefill["seconds"], "spread": prefill["spread"],
+                        "waited": prefill["waited"], "clock": clock},
             "decode": {"seconds": decode["seconds"] * n_decode, "spread": decode["spread"],
+                       "waited": decode["waited"], "clock": clock,
                        "per_step_s": decode["seconds"]}}
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ctypes
 import os
 from statistics import median
-from time import perf_counter
+from time import perf_counter, thread_time
 
 import numpy as np
 
@@ -34,8 +34,8 @@ from . import validate
 from .validate import available_bytes  # noqa: F401  (tests replace it here)
 
 __all__ = [
-    "DISTURBED_SPREAD", "MAX_SIZE_MB", "Progress", "available_bytes", "blas_info",
-    "blas_threads", "copy_bandwidth", "cpu_name", "disturbance", "dram_size_mb",
+    "BLOCK_MB", "DISTURBED_SPREAD", "LONG_CALL_S", "MAX_SIZE_MB", "Progress", "available_bytes", "blas_info",
+    "blas_threads", "copy_bandwidth", "cpu_name", "default_clock", "disturbance", "dram_size_mb",
     "last_level_cache_bytes", "load_average", "matmul_peak", "matvec_bandwidth", "measure_host",
     "measure_roofline", "median_seconds", "timed_seconds", "timing", "total_memory_bytes",
 ]
@@ -107,7 +107,10 @@ LONG_CALL_S = 50e-6
 """A call at least this long (50 us, hundreds of times the timer's cost) is timed alone."""
 
 
-def timing(fn, repeats: int = 5, min_seconds: float = 0.005) -> dict:
+_CLOCKS = ("wall", "cpu")
+
+
+def timing(fn, repeats: int = 5, min_seconds: float = 0.005, clock: str = "wall") -> dict:
     """Time ``fn()`` the careful way and return plain data.
 
     ``fn`` is a function of no arguments, or a list of them that do the same work on
@@ -118,14 +121,22 @@ def timing(fn, repeats: int = 5, min_seconds: float = 0.005) -> dict:
     time, with ``inner`` chosen so that a repetition lasts at least ``min_seconds`` (far
     above the timer's resolution and the loop's cost), ``repeats`` repetitions.
 
+    Each sample is read on two clocks: the wall clock and this thread's CPU time.
+    ``clock="cpu"`` reports the CPU time, which leaves out the time the operating system
+    gave the core to another program; it is right for work on one thread only (one BLAS
+    thread: :func:`blas_threads`), and wrong for a BLAS on several.
+
     ``seconds`` is the best time per call, ``median_s`` the median, ``spread`` median /
     best - 1 (0 on a quiet machine; above :data:`DISTURBED_SPREAD` when another program
-    interfered), ``inner`` the calls per sample and ``samples`` how many. Whatever ``fn``
-    allocates is part of what is timed: give it buffers made beforehand.
+    interfered), ``waited`` the share of the wall time the thread was not running (median
+    wall / median CPU - 1: for one thread, the time it waited for a core), ``inner`` the
+    calls per sample and ``samples`` how many. Whatever ``fn`` allocates is part of what is
+    timed: give it buffers made beforehand.
     """
     repeats = _repeats(repeats)
     min_seconds = validate.real("min_seconds", min_seconds, minimum=1e-6, maximum=60,
                                 unit="seconds")
+    clock = validate.choice("clock", clock, _CLOCKS)
     fns = list(fn) if isinstance(fn, list | tuple) else [fn]
     if not fns or not all(callable(f) for f in fns):
         raise ValueError(f"fn must be a function of no arguments or a non-empty list of them, "
@@ -134,13 +145,15 @@ def timing(fn, repeats: int = 5, min_seconds: float = 0.005) -> dict:
     for f in fns:
         f()  # warm up: page in the buffers, start the BLAS threads, fill the caches
     once = (perf_counter() - t0) / len(fns)
+    wall, cpu = [], []
     if once >= LONG_CALL_S:
-        times = []
         for _ in range(repeats):
             for f in fns:
-                t0 = perf_counter()
+                c0, t0 = thread_time(), perf_counter()
                 f()
-                times.append(perf_counter() - t0)
+                t1, c1 = perf_counter(), thread_time()
+                wall.append(t1 - t0)
+                cpu.append(c1 - c0)
         inner = 1
     else:
         inner = 1
@@ -154,17 +167,23 @@ def timing(fn, repeats: int = 5, min_seconds: float = 0.005) -> dict:
                 break
             inner = min(MAX_INNER, max(2 * inner, int(1.2 * inner * min_seconds / max(elapsed, 1e-9))))
         calls = inner * len(fns)
-        times = [elapsed / calls]
-        for _ in range(repeats - 1):
-            t0 = perf_counter()
+        for _ in range(repeats):
+            c0, t0 = thread_time(), perf_counter()
             for _ in range(inner):
                 for f in fns:
                     f()
-            times.append((perf_counter() - t0) / calls)
+            t1, c1 = perf_counter(), thread_time()
+            wall.append((t1 - t0) / calls)
+            cpu.append((c1 - c0) / calls)
         inner = calls
+    times = cpu if clock == "cpu" else wall
+    if clock == "cpu" and min(times) <= 0:  # a clock too coarse for these calls
+        times = wall
     best, mid = min(times), median(times)
+    mid_cpu = median(cpu)
     return {"seconds": best, "median_s": mid, "spread": mid / best - 1 if best > 0 else 0.0,
-            "inner": inner, "samples": len(times)}
+            "waited": max(0.0, median(wall) / mid_cpu - 1) if mid_cpu > 0 else 0.0,
+            "inner": inner, "samples": len(times), "clock": clock}
 
 
 def load_average() -> float | None:
@@ -175,12 +194,21 @@ def load_average() -> float | None:
         return None
 
 
-def disturbance(spreads: dict, limit: float = DISTURBED_SPREAD, load: float | None = None,
-                cpus: int | None = None) -> str | None:
-    """One sentence naming the timings whose repetitions spread beyond ``limit`` (and the
-    load, if above the CPU count), or None when the run looks undisturbed.
+def default_clock(threads: int | None, clock: str | None = None) -> str:
+    """``clock`` if given, else :func:`timing`'s clock for work on ``threads`` threads:
+    ``"cpu"`` on one thread, ``"wall"`` on several (or an unknown number)."""
+    if clock is not None:
+        return validate.choice("clock", clock, _CLOCKS)
+    return "cpu" if threads == 1 else "wall"
 
-    ``spreads`` maps a name to a spread as :func:`timing` reports it.
+
+def disturbance(spreads: dict, limit: float = DISTURBED_SPREAD, load: float | None = None,
+                cpus: int | None = None, waited: dict | None = None) -> str | None:
+    """One sentence naming the timings whose repetitions spread beyond ``limit``, those that
+    waited for a core more than ``limit`` of their time (``waited``), and the load if above
+    the CPU count; or None when the run looks undisturbed.
+
+    ``spreads`` and ``waited`` map a name to a spread or a wait, as :func:`timing` reports.
     """
     limit = validate.real("limit", limit, minimum=0, maximum=100)
     if not isinstance(spreads, dict):
@@ -188,9 +216,18 @@ def disturbance(spreads: dict, limit: float = DISTURBED_SPREAD, load: float | No
     wide = sorted(((float(v), str(k)) for k, v in spreads.items() if float(v) > limit),
                   reverse=True)
     busy = load is not None and cpus is not None and load > cpus
-    if not wide and not busy:
+    if waited is not None and not isinstance(waited, dict):
+        raise ValueError(f"waited must map names to shares, got {validate.shorten(waited)}")
+    slow = sorted(((float(v), str(k)) for k, v in (waited or {}).items() if float(v) > limit),
+                  reverse=True)
+    if not wide and not busy and not slow:
         return None
     parts = []
+    if slow:
+        names = ", ".join(f"{k} (+{v:.0%})" for v, k in slow[:4])
+        more = f" and {len(slow) - 4} more" if len(slow) > 4 else ""
+        parts.append(f"the wall clock ran more than {limit:.0%} past the CPU time (the thread "
+                     f"waited for a core) for {names}{more}")
     if wide:
         names = ", ".join(f"{k} (+{v:.0%})" for v, k in wide[:4])
         more = f" and {len(wide) - 4} more" if len(wide) > 4 else ""
@@ -532,6 +569,7 @@ def measure_roofline(
     *,
     threads: int | None = None,
     min_seconds: float = 0.005,
+    clock: str | None = None,
 ) -> dict:
     """The host's roofline as plain data: a read bandwidth per working-set size, copy
     bandwidth, the matmul peak in ``dtype``, how much each one's repetitions spread, and
@@ -553,7 +591,9 @@ def measure_roofline(
     median. ``spread`` gives each figure's median / best - 1, ``disturbed`` a sentence when
     a spread passes :data:`DISTURBED_SPREAD` (else None), ``load`` the load average before
     and after. Bandwidths in GB/s, the peak in GFLOP/s. With ``progress`` a text bar shows
-    the steps.
+    the steps. ``clock`` is :func:`timing`'s (default: ``"cpu"`` on one thread, where it
+    leaves out the time another program held the core, else ``"wall"``); ``waited`` gives
+    each figure's share of time spent waiting for a core.
     """
     _repeats(repeats)
     statistic = validate.choice("statistic", statistic, _STATISTICS)
@@ -574,22 +614,24 @@ def measure_roofline(
     bar = Progress(len(sizes) + 2, "measuring the host", show=progress)
     pick = "seconds" if statistic == "min" else "median_s"
     load_before = load_average()
-    sweep, spread = {}, {}
+    sweep, spread, waited = {}, {}, {}
     with blas_threads(threads):
         used = blas_info().get("threads")
+        clock = default_clock(used if threads is None else threads, clock)
         for size in sizes:
             fn, moved = _matvec_kernel(size, pooled=True)
-            t = timing(fn, repeats, min_seconds)
+            t = timing(fn, repeats, min_seconds, clock)
             sweep[size], spread[f"read {size} MB"] = moved / t[pick] / 1e9, t["spread"]
+            waited[f"read {size} MB"] = t["waited"]
             bar.step(f"read {size} MB: {sweep[size]:.1f} GB/s")
         fn, moved = _copy_kernel(copy_mb, pooled=True)
-        t = timing(fn, repeats, min_seconds)
-        copy, spread["copy"] = moved / t[pick] / 1e9, t["spread"]
+        t = timing(fn, repeats, min_seconds, clock)
+        copy, spread["copy"], waited["copy"] = moved / t[pick] / 1e9, t["spread"], t["waited"]
         del fn
         bar.step(f"copy 2 x {copy_mb} MB: {copy:.1f} GB/s")
         fn, flops = _matmul_kernel(matmul_n, key)
-        t = timing(fn, repeats, min_seconds)
-        peak, spread["matmul"] = flops / t[pick] / 1e9, t["spread"]
+        t = timing(fn, repeats, min_seconds, clock)
+        peak, spread["matmul"], waited["matmul"] = flops / t[pick] / 1e9, t["spread"], t["waited"]
         bar.step(f"matmul {matmul_n}: {peak:.1f} GFLOP/s")
     load = {"before": load_before, "after": load_average()}
     busiest = max((v for v in load.values() if v is not None), default=None)
@@ -607,9 +649,11 @@ def measure_roofline(
         "statistic": statistic,
         "min_seconds": min_seconds,
         "threads": used if threads is None else threads,
+        "clock": clock,
         "spread": spread,
+        "waited": waited,
         "load": load,
-        "disturbed": disturbance(spread, load=busiest, cpus=os.cpu_count()),
+        "disturbed": disturbance(spread, load=busiest, cpus=os.cpu_count(), waited=waited),
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
         "last_level_cache_bytes": last_level_cache_bytes(),

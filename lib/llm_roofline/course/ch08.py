@@ -40,19 +40,22 @@ def warn_if_disturbed(*runs) -> str | None:
 
     from ..measure import DISTURBED_SPREAD, disturbance
 
-    spreads, load = {}, None
+    spreads, waited, load = {}, {}, None
     for run in runs:
         if isinstance(run, dict) and "spread" in run and isinstance(run["spread"], dict):
             spreads |= run["spread"]
+            waited |= run.get("waited", {})
             load = max((x for x in (load, *run.get("load", {}).values()) if x is not None),
                        default=None)
         elif isinstance(run, dict):  # pass_times
             spreads |= {f"whole {k}": v["spread"] for k, v in run.items()}
+            waited |= {f"whole {k}": v.get("waited", 0.0) for k, v in run.items()}
         else:  # profile rows: only the operations that carry time are judged
             total = sum(r["seconds"] for r in run) or 1.0
-            spreads |= {f"{r['phase']} {r['op']}": r["spread"] for r in run
-                        if r["seconds"] > 0.02 * total}
-    message = disturbance(spreads, DISTURBED_SPREAD, load, os.cpu_count())
+            big = [r for r in run if r["seconds"] > 0.02 * total]
+            spreads |= {f"{r['phase']} {r['op']}": r["spread"] for r in big}
+            waited |= {f"{r['phase']} {r['op']}": r.get("waited", 0.0) for r in big}
+    message = disturbance(spreads, DISTURBED_SPREAD, load, os.cpu_count(), waited)
     if message:
         print("WARNING. " + message)
     else:
