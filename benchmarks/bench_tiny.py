@@ -10,7 +10,9 @@ weights, with the same number of threads:
   most 1.2 x torch's time (compute-bound: GEMM).
 
 Host, NumPy and torch are timed in the same rounds, each figure the best of several samples
-(``llm_roofline.measure.timing``): another program can only slow a sample down. The load
+(``llm_roofline.measure.timing``): another program can only slow a sample down. With
+``--threads 1`` each sample is the thread's CPU time, which leaves out the time another
+program held the core (on a shared machine, the steadier figure). The load
 average is recorded before and after, and a spread between samples over 25 % is reported
 as a disturbed run. NumPy multiplies with its OpenBLAS, torch with its own BLAS (MKL or
 oneDNN in the x86 wheels): both are named. ``--smoke`` runs a tiny model for seconds (CI).
@@ -29,7 +31,8 @@ import numpy as np
 
 from llm_roofline import counts
 from llm_roofline.measure import (DISTURBED_SPREAD, _copy_kernel, _matmul_kernel, blas_info,
-                                  blas_threads, disturbance, load_average, timing)
+                                  blas_threads, default_clock, disturbance, load_average,
+                                  timing)
 from llm_roofline.models import ModelConfig
 from llm_roofline.tiny import Tally, TinyLlama
 
@@ -146,17 +149,20 @@ def main(argv=None) -> dict:
     load_before = load_average()
     best = {k: float("inf") for k in figures}
     spread = {k: 0.0 for k in figures}
+    waited = {k: 0.0 for k in figures}
+    clock = default_clock(args.threads)  # one thread: its CPU time, which skips the waits
     with blas_threads(args.threads):
         numpy_blas = blas_info()
         for _ in range(args.rounds):  # the same rounds for all: a busy spell slows all alike
             for name, fn in figures.items():
-                t = timing(fn, args.repeats, 0.002)
+                t = timing(fn, args.repeats, 0.002, clock)
                 best[name] = min(best[name], t["seconds"])
                 spread[name] = max(spread[name], t["spread"])
+                waited[name] = max(waited[name], t["waited"])
         tally = Tally()
         np_decode_on = timing(lambda: (setattr(cache, "length", P),
                                        model.decode(last, cache, tally=Tally())),
-                              args.repeats, 0.002)["seconds"]
+                              args.repeats, 0.002, clock)["seconds"]
         model.prefill(prompt, max_len=P + 1, logits="last", tally=tally)
         cache.length = P
         model.decode(last, cache, tally=tally)
@@ -184,7 +190,7 @@ def main(argv=None) -> dict:
     report = {
         "config": {"name": cfg.name, "weights_MB": cfg.n_params * 4 / 1e6, "batch": 1,
                    "prompt": P, "threads": args.threads, "rounds": args.rounds,
-                   "repeats": args.repeats, "smoke": args.smoke},
+                   "repeats": args.repeats, "clock": clock, "smoke": args.smoke},
         "ratios": ratios,
         "targets": TARGETS,
         "targets_met": met,
@@ -199,8 +205,9 @@ def main(argv=None) -> dict:
         "blas": {"numpy": numpy_blas, "torch": torch_blas() if hf is not None else why_not},
         "logits_max_rel_diff_vs_torch": agree if hf is not None else None,
         "spread": spread,
+        "waited": waited,
         "load_average": {"before": load_before, "after": load_after},
-        "disturbed": disturbance(spread, DISTURBED_SPREAD, load, os.cpu_count()),
+        "disturbed": disturbance(spread, DISTURBED_SPREAD, load, os.cpu_count(), waited),
     }
     return report
 

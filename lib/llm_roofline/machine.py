@@ -296,8 +296,8 @@ def _op_kernels(model, B: int, n: int, past: int, lm_rows: int, rng) -> dict:
     """Each operation of one layer (and of the pass's ends) as a function that makes its
     buffers and returns the functions of no arguments that run the model's own method on them: ``B`` sequences of ``n`` new
     tokens after ``past`` cached ones, the LM head on ``lm_rows`` rows. The tally is off, so
-    a call is the operation and nothing else. ``kv_read`` hands the cache over as a view and
-    does no work of its own: it is None."""
+    a call is the operation and nothing else. ``kv_read`` hands the cache over as a view: its
+    time is that of making the view, and the attention products pay for reading it."""
     from .tiny import KVCache
 
     cfg, act = model.cfg, model.act
@@ -340,7 +340,7 @@ def _op_kernels(model, B: int, n: int, past: int, lm_rows: int, rng) -> dict:
         "attn_norm": lambda: model._norm("attn_norm", x, layer["attn_norm"]),
         "rope": lambda: model._rope(q, k, cos, sin),
         "kv_write": lambda: model._kv_cache(kr, v, kc, vc, past),
-        "kv_read": None,
+        "kv_read": lambda: (kc[:, :, :S], vc[:, :, :S]),  # a view: no bytes move
         "attn_scores": lambda: model._attn_scores(qg, K),
         "softmax": lambda: model._softmax(scores, scale, mask),
         "attn_values": lambda: model._attn_values(p, V),
@@ -536,6 +536,13 @@ def predict(rows: list[dict], host: dict, *, footprint: float | None = None,
         for op, seconds in overhead.items():
             validate.real(f"overhead[{validate.shorten(op, 40)}]", seconds, minimum=0, maximum=1e9,
                           unit="seconds")
+    for i, r in enumerate(rows):
+        if r["seconds"] <= 0:
+            raise ValueError(f"rows[{i}]['seconds'] must be a measured time above 0 s (as "
+                             f"profile gives), got {r['seconds']!r} for {r['op']!r}")
+        if r["bytes_read"] + r["bytes_written"] <= 0:
+            raise ValueError(f"rows[{i}] ({r['op']!r}) moves no bytes: an operation reads or "
+                             "writes something; bytes_read + bytes_written must be above 0")
     peak = float(host["matmul_GFLOPS"]) * 1e9
     bandwidth = host["read_GBps"] * 1e9 if footprint is None else bandwidth_at(host, footprint)
     out = []
@@ -546,10 +553,10 @@ def predict(rows: list[dict], host: dict, *, footprint: float | None = None,
         if overhead is not None:
             predicted += r["calls"] * overhead.get(r["op"], 0.0)
         out.append(r | {
-            "intensity": r["flops"] / moved if moved else float("inf"),
+            "intensity": r["flops"] / moved,
             "bound": "compute" if t_compute > t_memory else "memory",
             "predicted_s": predicted,
-            "error": predicted / r["seconds"] - 1 if r["seconds"] > 0 else float("nan"),
+            "error": predicted / r["seconds"] - 1,
         })
     return out
 

@@ -37,12 +37,14 @@ __all__ = [
     "BLOCK_MB", "DISTURBED_SPREAD", "LONG_CALL_S", "MAX_SIZE_MB", "Progress", "available_bytes", "blas_info",
     "blas_threads", "copy_bandwidth", "cpu_name", "default_clock", "disturbance", "dram_size_mb",
     "last_level_cache_bytes", "load_average", "matmul_peak", "matvec_bandwidth", "measure_host",
+    "memory_free_bytes", "process_limit_bytes",
     "measure_roofline", "median_seconds", "timed_seconds", "timing", "total_memory_bytes",
 ]
 
 MB = 10**6
-MAX_SIZE_MB = 65_536
-"""The largest array a bandwidth benchmark accepts, MB (64 GB): far past any cache."""
+MAX_SIZE_MB = 2_048
+"""The largest array a bandwidth benchmark accepts, MB (2 GB): far past any CPU's cache, and a
+copy of it takes well under a second a run."""
 
 _STATISTICS = ("median", "min")
 _MATMUL_DTYPES = {"fp32": np.float32, "fp64": np.float64}
@@ -69,7 +71,7 @@ def _size_mb(value, field: str, arrays: int) -> int:
     together (the rest is the notebook's, and the system's).
     """
     size = validate.integer(field, value, minimum=1, maximum=MAX_SIZE_MB)
-    free = available_bytes()
+    free = memory_free_bytes()
     if free is not None and arrays * size * MB > free // 2:
         limit = max(free // 2 // (arrays * MB), 0)
         raise ValueError(
@@ -77,6 +79,53 @@ def _size_mb(value, field: str, arrays: int) -> int:
             f"take more than half of the {free / MB:,.0f} MB of memory available now"
         )
     return size
+
+
+def process_limit_bytes() -> int | None:
+    """The most memory this process may hold, bytes: the smaller of its address-space limit
+    (``RLIMIT_AS``) and its cgroup's ``memory.max`` (v2) or ``memory.limit_in_bytes`` (v1);
+    None when neither is set."""
+    limits = []
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+            limits.append(int(soft))
+    except (ImportError, OSError, ValueError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            limits.append(int(text))
+    return min(limits) if limits else None
+
+
+def _process_bytes() -> int:
+    """What the process holds now: its address space for RLIMIT_AS (VmSize), a lower bound."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def memory_free_bytes() -> int | None:
+    """Memory a new allocation can have now, bytes: the system's available memory, capped by
+    what the process's own limit (:func:`process_limit_bytes`) leaves; None if unknown."""
+    free = available_bytes()
+    limit = process_limit_bytes()
+    if limit is not None:
+        room = max(0, limit - _process_bytes())
+        free = room if free is None else min(free, room)
+    return free
 
 
 def timed_seconds(fn, repeats: int, statistic: str = "median") -> float:
@@ -552,7 +601,7 @@ def dram_size_mb() -> int:
     """A read-benchmark size (MB) past the last-level cache: twice the cache the OS reports,
     at least 256 MB, at most 1,024 MB and a quarter of the memory available."""
     llc = last_level_cache_bytes() or 32 * MB
-    free = available_bytes()
+    free = memory_free_bytes()
     top = 1024 if free is None else max(16, min(1024, free // 4 // MB))
     return int(min(max(256, 2 * llc // MB), top))
 

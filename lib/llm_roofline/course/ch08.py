@@ -106,7 +106,7 @@ def op_table(pred: list[dict], passes: dict) -> list[dict]:
     by_op: dict[str, dict] = {}
     for r in pred:
         row = by_op.setdefault(r["op"], {"operation": r["op"]})
-        error = f"{r['error']:+.0%}" if r["seconds"] > 0 else "(a view)"
+        error = "(a view)" if r["op"] == "kv_read" else f"{r['error']:+.0%}"
         row |= {f"{r['phase']} pred. (ms)": 1e3 * r["predicted_s"],
                 f"{r['phase']} meas. (ms)": 1e3 * r["seconds"], f"{r['phase']} error": error}
     summary = phase_summary(pred, passes)
@@ -129,7 +129,7 @@ def gaps(pred: list[dict], host: dict, micro_rows: list[dict], passes: dict) -> 
     from ..machine import per_call
 
     elementwise = [r for r in pred if r["op"] not in LINEAR and r["op"] not in
-                   ("attn_scores", "attn_values") and r["seconds"] > 0 and r["phase"] == "prefill"]
+                   ("attn_scores", "attn_values", "kv_read") and r["phase"] == "prefill"]
     moved = sum(r["bytes_read"] + r["bytes_written"] for r in elementwise)
     spent = sum(r["seconds"] for r in elementwise)
     call = per_call(micro_rows)

@@ -37,6 +37,23 @@ __all__ = ["KVCache", "TinyLlama", "weight_shapes"]
 
 STORAGE_DTYPES = (np.float16, np.float32, np.float64)
 
+MAX_NEW_TOKENS = 1 << 16
+"""The most tokens one ``generate`` call makes (65,536): a NumPy decode step takes at least
+tens of microseconds, so more would run for minutes whatever the model's context allows."""
+
+
+def _fits(what: str, nbytes: float) -> None:
+    """Refuse ``nbytes`` beyond half of what the system and this process's own memory limit
+    (``RLIMIT_AS``, the cgroup's ``memory.max``) leave for a new allocation."""
+    from ..measure import memory_free_bytes
+
+    validate.allocation(what, nbytes)
+    free = memory_free_bytes()
+    if free is not None and nbytes > free // 2:
+        raise ValueError(
+            f"{what} would take {nbytes / 2**20:,.0f} MiB, more than half of the "
+            f"{free / 2**20:,.0f} MiB this process may still allocate; choose smaller sizes")
+
 
 # --- the math, one function per formula ----------------------------------------------------
 def rms_norm(x, w, eps):  # x [T, d], w [d] -> [T, d]
@@ -168,8 +185,8 @@ class KVCache:
         max_len = validate.integer("max_len", max_len, maximum=cfg.max_context)
         shape = (cfg.n_layers, batch, cfg.n_kv_heads, max_len, cfg.head_dim)
         dtype = _float_dtype("KVCache dtype", dtype)
-        validate.allocation(f"a KV cache of batch {batch:,} and max_len {max_len:,}",
-                            2 * math.prod(shape) * dtype.itemsize)
+        _fits(f"a KV cache of batch {batch:,} and max_len {max_len:,}",
+              2 * math.prod(shape) * dtype.itemsize)
         return cls(np.zeros(shape, dtype), np.zeros(shape, dtype))
 
     @property
@@ -290,7 +307,7 @@ class TinyLlama:
         the same, the tally counts the wasted head).
         """
         top = self.cfg.max_context
-        n_new = validate.integer("n_new", n_new, maximum=top)
+        n_new = validate.integer("n_new", n_new, maximum=min(top, MAX_NEW_TOKENS))
         temperature = validate.real("temperature", temperature, minimum=0)
         if seed is not None:
             seed = validate.integer("seed", seed, minimum=0, maximum=2**64 - 1)
@@ -479,7 +496,7 @@ class TinyLlama:
         span = cache.length + n
         working = B * n * (cfg.vocab_size + 3 * cfg.intermediate_size + 4 * cfg.hidden_size
                            + cfg.n_heads * (span if not self.skip_masked else 1))
-        validate.allocation(f"a pass of {B:,} x {n:,} tokens", working * self.act.itemsize)
+        _fits(f"a pass of {B:,} x {n:,} tokens", working * self.act.itemsize)
         if tally is None:
             return self._forward(tokens, cache, last)
         if not isinstance(tally, Tally):
