@@ -17,8 +17,11 @@ The pieces of chapter 8 (``notebooks/08_your_machine``):
       llm_roofline.estimate(cfg, chip, 1, 128, 64, weight_dtype="fp32", kv_dtype="fp32",
                             act_dtype="fp32")
 
-- :func:`profile` runs the tiny transformer and keeps, per phase and operation, the counted
-  FLOPs and bytes and the measured seconds of its best run; :func:`predict` adds each
+- :func:`profile` counts, per phase and operation, the tiny transformer's FLOPs and bytes
+  (exactly, with its tally) and times each operation alone, the careful way
+  (:func:`llm_roofline.measure.timing`: the model's own method on warmed buffers, weights
+  cycled cold as in a pass, the best of several samples, its spread);
+  :func:`pass_times` times the whole passes the same way; :func:`predict` adds each
   operation's roofline time ``max(FLOPs / peak, bytes / bandwidth)`` and the error of it;
   :func:`totals` sums them per phase. The refinements of the chapter's "where the model
   breaks" are options of :func:`predict`: the read bandwidth at the working set's size (a

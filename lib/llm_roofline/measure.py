@@ -1,5 +1,12 @@
 """Micro-benchmarks of the host: memory bandwidth and float32 matmul peak, its roofline constants.
 
+:func:`timing` is the careful way to time anything: warmed, preallocated buffers; a call long
+enough is timed alone, a short one repeated until a sample rises far above the timer; the
+best of several samples and their spread; the wall clock and the thread's CPU time, so that
+a run can tell it waited for a core. :func:`measure_roofline` and
+:func:`llm_roofline.machine.profile` both time with it, on a thread count fixed by
+:func:`blas_threads`, and :func:`disturbance` says in a sentence when a run was disturbed.
+
 Each figure is the median of ``repeats`` timed runs after one warm-up run. Bandwidths are in
 GB/s (1e9 bytes per second), compute in GFLOP/s (1e9 FLOP per second). Defaults are modest so
 a notebook call takes a couple of seconds; a benchmark passes larger sizes. The bandwidth
