@@ -30,9 +30,17 @@ import sys
 import numpy as np
 
 from llm_roofline import counts
-from llm_roofline.measure import (DISTURBED_SPREAD, _copy_kernel, _matmul_kernel, blas_info,
-                                  blas_threads, default_clock, disturbance, load_average,
-                                  timing)
+from llm_roofline.measure import (
+    DISTURBED_SPREAD,
+    _copy_kernel,
+    _matmul_kernel,
+    blas_info,
+    blas_threads,
+    default_clock,
+    disturbance,
+    load_average,
+    timing,
+)
 from llm_roofline.models import ModelConfig
 from llm_roofline.tiny import Tally, TinyLlama
 

@@ -297,8 +297,9 @@ MAX_PROFILE_TOKENS = 1 << 16
 
 def _op_kernels(model, B: int, n: int, past: int, lm_rows: int, rng) -> dict:
     """Each operation of one layer (and of the pass's ends) as a function that makes its
-    buffers and returns the functions of no arguments that run the model's own method on them: ``B`` sequences of ``n`` new
-    tokens after ``past`` cached ones, the LM head on ``lm_rows`` rows. The tally is off, so
+    buffers and returns the functions of no arguments that run the model's own method on
+    them: ``B`` sequences of ``n`` new tokens after ``past`` cached ones, the LM head on
+    ``lm_rows`` rows. The tally is off, so
     a call is the operation and nothing else. ``kv_read`` hands the cache over as a view: its
     time is that of making the view, and the attention products pay for reading it."""
     from .tiny import KVCache
