@@ -190,7 +190,7 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("llm_roofline: error:") and message in err
-    assert len(err) < 400  # a long bad value is shortened
+    assert len(err) < 600  # a long bad value is shortened (the list of 18 chips is ~430)
 
 
 def test_a_huge_batch_is_priced_exactly_not_overflowed(capsys):

@@ -94,6 +94,18 @@ and all-gathers the logits: ``2L + 2`` collectives (``Setup.allreduce_s``; the r
 the network's, each collective with its fixed latency from the data (a lower estimate, so the
 floor stays a floor). ``Estimate.nodes`` says how many nodes ``n_gpus`` fill.
 
+Scope: what the floor is a floor of
+    ``estimate``'s floor is the floor of *this* layout and *these* formats: tensor parallelism
+    over ``n_gpus`` GPUs with 16-bit all-reduces (a ring, or NVLink SHARP where the switch
+    reduces), the weight, cache and activation formats given (4-bit NVFP4/MXFP4 and 6-bit
+    MXFP6 included, run on FP4/FP6 tensor cores only where the chip has them), one token per
+    user a decode step and every prompt token prefilled. ``Estimate.floor_scope`` says it in
+    one line, ``Estimate.floor_caveats`` names what lies beyond it: an engine that serves an
+    MLA or MoE model with data-parallel attention and expert parallelism (priced by
+    ``parallel.dp_ep_estimate``, with its own floor), that decodes speculatively (MTP, draft
+    models: ``serving.speculative``) or that reuses a cached prefix can beat this floor, and
+    the floor is not a bound for it. Pipeline stages: ``parallel.parallel_estimate``.
+
 Every size may be a NumPy array (they broadcast): a sweep of 100,000 (batch, context) points
 is one call (see ``benchmarks/bench_estimate.py``). ``setup`` is the one step every function
 here (and ``serving``) starts from.
@@ -115,6 +127,8 @@ from .deployment import (
     _describe_precision,
     _out,
     _sizes_of,
+    floor_caveats,
+    floor_scope,
     prefill_chunk_of,
     setup,
 )
@@ -187,6 +201,22 @@ class Estimate:
         """Weight, KV-cache and compute precision in words (weight-only or weight-and-activation)."""
         return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype,
                                    self.head_dtype, self.attention_dtype)
+
+    @property
+    def floor_scope(self) -> str:
+        """The layout and formats the floors are floors of, in one line (``deployment.floor_scope``):
+        e.g. ``floor (TP8, all-reduces in bf16, on 8 x NVIDIA H100 SXM; bf16 weights, W16A16,
+        KV cache bf16)``. See ``floor_caveats`` for setups outside it."""
+        where = f"TP{self.n_gpus}, all-reduces in {self.act_dtype}" if self.n_gpus > 1 else "one GPU"
+        return floor_scope(where, self.n_gpus, self.accelerator, self.weight_dtype,
+                           self.compute_dtype, self.kv_dtype)
+
+    @property
+    def floor_caveats(self) -> tuple[str, ...]:
+        """The setups an engine may run in which it can beat these floors (``floor_caveats``)."""
+        if "decode" not in self.phases:
+            return ()
+        return floor_caveats(self.phases["decode"][0].model, self.n_gpus)
 
     @property
     def throughput_floor_tok_s(self) -> Number:

@@ -187,6 +187,13 @@ def _parser() -> argparse.ArgumentParser:
                      "bytes, intensity, time, the resource that limits it and share; and each "
                      "resource's busy time, the largest of which is the floor")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    est.add_argument("--dp", type=_counts("--dp", maximum=MAX_GPUS), default=None, metavar="N",
+                     help="data-parallel attention over N GPUs (each GPU the attention and the "
+                     "cache of its own sequences; --batch is over all of them); not with "
+                     "--n-gpus, --realistic")
+    est.add_argument("--ep", type=_counts("--ep", maximum=MAX_GPUS), default=None, metavar="N",
+                     help="with --dp N: spread the routed experts over the N GPUs (N or 1), "
+                     "all-to-all dispatch in FP8 and combine in BF16, as DeepEP sends them")
     commands.add_parser(
         "models", help="list the built-in models",
         description="List the built-in models with their sizes.",
@@ -319,6 +326,8 @@ def _estimate(args) -> str:
     if args.engine is not None and not args.realistic:
         raise ValueError("--engine chooses a calibrated preset: add --realistic")
     queue = validate.real("--queue", args.queue, minimum=0, maximum=MAX_QUEUE_S, unit="seconds")
+    if args.dp is not None or args.ep is not None:
+        return _dp_estimate(cfg, chip, args, mbu, mfu)
     points = _points(args)
     if len(points) > MAX_POINTS:
         raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
@@ -371,6 +380,7 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
         "bandwidth_utilisation": est.bandwidth_utilisation,
         "ttft_floor_s": est.ttft_floor_s, "tpot_floor_s": est.tpot_floor_s,
         "throughput_floor_tok_s": est.throughput_floor_tok_s, "e2e_floor_s": est.e2e_floor_s,
+        "floor_scope": est.floor_scope, "floor_caveats": list(est.floor_caveats),
     }
     if calibrated is not None:
         b = calibrated.bound
@@ -386,6 +396,73 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
         result["would_fit"] = _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args,
                                               most)
     return result
+
+
+def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
+    """``--dp N [--ep N]``: data-parallel attention with expert parallelism (``parallel``)."""
+    from .parallel import Layout, dp_ep_estimate
+
+    if args.realistic:
+        raise ValueError("--dp has no calibrated prediction: drop --realistic")
+    if args.dp is None:
+        raise ValueError("--ep N needs --dp N (data-parallel attention); for experts spread "
+                         "under tensor parallelism use the Python API, parallel.parallel_estimate")
+    if args.n_gpus != [1]:
+        raise ValueError("--dp N gives the GPUs (N); drop --n-gpus")
+    dp = args.dp[0]
+    ep = args.ep[0] if args.ep is not None else 1
+    if len(args.dp) > 1 or (args.ep is not None and len(args.ep) > 1):
+        raise ValueError("--dp and --ep take one number each, not a sweep")
+    if len(_points(args)) > 1:
+        raise ValueError("--dp takes one --batch, --prompt and --output, not a sweep")
+    options = dict(weight_dtype=args.dtype,
+                   kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype,
+                   compute_dtype=args.compute_dtype, mbu=mbu, mfu=mfu)
+    est = dp_ep_estimate(cfg, chip, args.batch[0], args.prompt[0], args.output[0],
+                         Layout(dp=dp, ep=ep), **options)
+    gib = est.memory
+    result = {
+        "model": est.model, "accelerator": est.accelerator, "layout": str(est.layout),
+        "dp": dp, "ep": ep, "nodes": est.nodes, "precision": est.precision,
+        "batch": est.batch, "batch_per_gpu": est.batch_per_gpu, "prompt_len": args.prompt[0],
+        "output_len": args.output[0], "mbu": mbu, "mfu": mfu, "fits": est.fits,
+        "memory_gib_per_gpu": {"weights": gib.weights / _GIB, "kv_cache": gib.kv_cache / _GIB,
+                               "activations": gib.activations / _GIB,
+                               "reserve": gib.reserve / _GIB, "free": gib.free / _GIB,
+                               "capacity": gib.capacity / _GIB},
+        "ttft_s": est.ttft_s, "ttft_floor_s": est.ttft_floor_s,
+        "tpot_s": est.tpot_s, "tpot_floor_s": est.tpot_floor_s,
+        "throughput_tok_s": est.throughput_tok_s,
+        "throughput_floor_tok_s": est.throughput_floor_tok_s,
+        "all_to_all_bytes_per_gpu_step": est.all_to_all_bytes,
+        "expert_load": est.expert_load, "decode_resources": est.decode_resources,
+        "floor_scope": est.scope,
+    }
+    _json(result)
+    if args.json:
+        return _json(result)
+    m = result["memory_gib_per_gpu"]
+    busy = ", ".join(f"{k} {_time(v)}" for k, v in est.decode_resources.items())
+    lines = [
+        f"{est.model} on {est.layout} x {est.accelerator}"
+        + (f" in {est.nodes} nodes" if est.nodes > 1 else ""),
+        *textwrap.wrap(f"precisions: {est.precision}", 80, subsequent_indent="  "),
+        f"workload: {est.batch:,} users ({est.batch_per_gpu:,} a GPU), prompt "
+        f"{args.prompt[0]:,} tokens, output {args.output[0]:,} tokens",
+        f"memory per GPU (GiB): weights {m['weights']:.2f}, KV cache {m['kv_cache']:.2f}, "
+        f"activations {m['activations']:.2f}, reserve {m['reserve']:.2f}, free {m['free']:.2f}"
+        + ("" if est.fits else "  DOES NOT FIT"),
+        f"  {'':<23} {'floor':>8} {'by kernel':>9}",
+        f"  {'TTFT, own prompts':<23} {_time(est.ttft_floor_s):>8} {_time(est.ttft_s):>9}",
+        f"  {'TPOT, each user':<23} {_time(est.tpot_floor_s):>8} {_time(est.tpot_s):>9}",
+        f"  {'throughput, all GPUs':<23} {est.throughput_floor_tok_s:>8,.0f} "
+        f"{est.throughput_tok_s:>9,.0f}  tokens/s",
+        *textwrap.wrap(f"decode busy per GPU (mean step): {busy}; all-to-all "
+                       f"{est.all_to_all_bytes / 1e6:,.1f} MB each way a step", 80,
+                       initial_indent="  ", subsequent_indent="    "),
+        *textwrap.wrap(est.scope, 80, initial_indent="  ", subsequent_indent="    "),
+    ]
+    return "\n".join(lines)
 
 
 def _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args, most) -> dict:
@@ -472,6 +549,12 @@ def _report(r: dict) -> str:
     lines += ["  floor: the busiest resource (math, memory, links); no engine at these",
               "  efficiencies beats it, however it overlaps its kernels. kernel by kernel:",
               "  each kernel on its own roofline, one after another, nothing overlapped"]
+    if "floor_scope" in r:
+        lines += textwrap.wrap(f"{r['floor_scope']}: an engine in another layout or format can "
+                               "beat it", 80, initial_indent="  ", subsequent_indent="    ")
+        for caveat in r.get("floor_caveats", []):
+            lines += textwrap.wrap(f"beyond it: {caveat}", 80, initial_indent="  ",
+                                   subsequent_indent="    ")
     if "kind" in r:
         lines.append("  predicted: kernel by kernel at efficiencies fitted on engines")
     if "bound" in r:

@@ -14,13 +14,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import counts, formulas, validate
-from .dtypes import GROUPED, bytes_per_element, canonical
+from .dtypes import (
+    GROUPED,
+    bytes_per_element,
+    canonical,
+    math_class,
+    mla_cache_bytes_per_element,
+    nominal_bits,
+)
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
 __all__ = [
     "ATTENTION_KERNEL", "ELEMENTWISE", "Flag", "HEAD_OPS", "Label", "MIN_PREFILL_CHUNK", "Number",
-    "Setup", "WEIGHT_MATMULS", "kv_share", "prefill_chunk_of", "prefill_pass_tokens", "setup",
+    "Setup", "WEIGHT_MATMULS", "floor_caveats", "floor_scope", "kv_bytes_per_element", "kv_share",
+    "prefill_chunk_of", "prefill_pass_tokens", "setup",
 ]
 
 Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays
@@ -299,7 +307,7 @@ def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dt
         weight_group_size=group, head_dtype=_compute_dtype(chip, head, None),
         attention_dtype=_compute_dtype(chip, act, attention_dtype), mbu=validate.fraction("mbu", mbu),
         mfu=validate.fraction("mfu", mfu), shares=_shares(cfg, n_gpus),
-        sizes=_sizes(weights, kv, act, group),
+        sizes=_sizes(weights, kv, act, group, cfg),
     )
 
 
@@ -397,9 +405,10 @@ def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -
     if compute_dtype is not None:
         chip.peak(compute_dtype)  # raises if the chip lacks it
         return canonical(compute_dtype)
-    # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16)
-    wanted = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int4": "bf16", "int4_zp": "bf16"}.get(
-        weights, weights)
+    # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16);
+    # NVFP4/MXFP4 weights run FP4 math where the chip has FP4 tensor cores (W4A4), MXFP6 FP6 math,
+    # MXFP8 FP8 math; elsewhere they are dequantised to 16 bits (W4A16: an H100 has no FP4 math)
+    wanted = {"int4": "bf16", "int4_zp": "bf16"}.get(weights, math_class(weights))
     # else dequantised to 16 bits; a chip with no 16-bit peak in the data (a measured CPU has
     # only the fp32 peak it was measured at) computes in the widest precision it has
     for dtype in (wanted, "bf16", "fp16", "fp32"):
@@ -409,8 +418,9 @@ def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -
                      f"math: {', '.join(chip.precisions)}: pass compute_dtype")
 
 
-def _bits(dtype: str) -> float:
-    return 8 * float(bytes_per_element("fp8" if dtype == "fp8" else dtype))
+def _bits(dtype: str) -> int:
+    """Nominal bits of one value (scales left out): the 4 of W4A16 for nvfp4 and int4."""
+    return nominal_bits(dtype)
 
 
 def _describe_precision(weights: str, kv: str, compute: str, head: str, attention: str) -> str:
@@ -427,12 +437,61 @@ def _describe_precision(weights: str, kv: str, compute: str, head: str, attentio
             f"attention math {attention}")
 
 
-def _sizes(weights: str, kv: str, act: str, group_size: int) -> dict[str, float]:
+def floor_scope(where: str, gpus: int, chip: str, weight_dtype: str, compute_dtype: str,
+                kv_dtype: str) -> str:
+    """What a floor is a floor of, in one line: its layout, chips and formats.
+
+    ``floor (TP8, all-reduces in bf16, on 8 x NVIDIA H100 SXM; bf16 weights, W16A16, KV cache
+    bf16)``. The floor holds for that layout and those formats only: an engine in another
+    layout (data-parallel attention with expert parallelism) or format can beat it.
+    """
+    w, a = nominal_bits(weight_dtype), nominal_bits(compute_dtype)
+    kind = f"W{w}A{a}" + (" weight-only" if w < a else "")
+    chips = f"{gpus} x {chip}" if gpus > 1 else chip
+    return f"floor ({where} on {chips}; {weight_dtype} weights, {kind}, KV cache {kv_dtype})"
+
+
+def floor_caveats(cfg: ModelConfig, n_gpus: int) -> tuple[str, ...]:
+    """Where an engine can beat the tensor-parallel floor of ``calculator.estimate``.
+
+    Each is a setup outside what that floor models, named with the function that models it
+    where the library has one. Always: one token per user a step (speculative decoding, MTP,
+    makes several) and every prompt token prefilled (a prefix cache skips some).
+    """
+    out = []
+    if n_gpus > 1 and cfg.is_mla:
+        out.append("the MLA latent cache is replicated on every GPU under tensor parallelism; "
+                   "data-parallel attention stores it once (parallel.dp_ep_estimate) and can "
+                   "beat this floor")
+    elif n_gpus > 1 and cfg.is_moe:
+        out.append("tensor parallelism splits every expert; data-parallel attention with expert "
+                   "parallelism (parallel.dp_ep_estimate) moves other bytes and can beat this "
+                   "floor")
+    out.append("one token per user a decode step: speculative decoding (draft models, MTP; "
+               "serving.speculative) can beat the TPOT floor; a prefix cache can beat the TTFT "
+               "floor")
+    return tuple(out)
+
+
+def kv_bytes_per_element(cfg: ModelConfig, kv_dtype: str) -> float:
+    """Bytes per cached number of ``cfg``'s KV cache at ``kv_dtype``.
+
+    ``bytes_per_element(kv_dtype)``, except an MLA latent cache in fp8, stored as FlashMLA
+    stores it (``dtypes.mla_cache_bytes_per_element``: 656 bytes a token a layer for
+    DeepSeek-V3's 576 numbers, not 576).
+    """
+    if cfg.is_mla:
+        return float(mla_cache_bytes_per_element(kv_dtype, cfg.kv_lora_rank, cfg.qk_rope_head_dim))
+    return float(bytes_per_element(kv_dtype))
+
+
+def _sizes(weights: str, kv: str, act: str, group_size: int,
+           cfg: ModelConfig | None = None) -> dict[str, float]:
     """Bytes per element: body weights, 16-bit head, KV cache, activations."""
     group = group_size if weights in GROUPED else None
     return {
         "weight": float(bytes_per_element(weights, group)),
         "head": float(bytes_per_element(weights if weights in _FLOAT_FORMATS else "bf16")),
-        "kv": float(bytes_per_element(kv)),
+        "kv": kv_bytes_per_element(cfg, kv) if cfg is not None else float(bytes_per_element(kv)),
         "act": float(bytes_per_element(act)),
     }

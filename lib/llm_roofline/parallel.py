@@ -30,24 +30,44 @@ Expert load
     ``balanced=False`` scales the MoE MLP kernels' time by ``expert_load`` (an upper
     estimate: shared experts and the dense first layers are scaled too).
 
-Not modelled: data-parallel attention with an all-to-all dispatch and combine (DeepSeek-V3's
-own deployment), and expert parallelism across pipeline stages.
+Data-parallel attention with expert parallelism (``Layout(dp=8, ep=8)``, ``dp_ep_estimate``)
+    DeepSeek-V3's own deployment, and SGLang's and vLLM's for large MoE models: each of ``dp``
+    GPUs runs the attention of its own sequences (the attention weights on every GPU, each
+    sequence's cache, an MLA latent too, on one GPU only), the dense layers, shared experts,
+    router, embedding and LM head replicated, the routed experts spread ``E / ep`` to a GPU.
+    Per MoE layer an all-to-all dispatches each token to the GPUs of its experts (FP8 with an
+    FP32 scale per 128 channels, as DeepEP sends it) and a second combines their outputs
+    (BF16): over the scale-up link inside a node, the network across. The floor has each token
+    sent once to each distinct remote GPU among its experts' (``(ep - 1)(1 - C(E - E/ep, k) /
+    C(E, k))`` of them on average); the kernel-by-kernel time sends one copy per (token,
+    expert) pair, ``k (ep - 1) / ep``, as DeepEP's low-latency kernels do, the all-to-alls after
+    the kernels. Each GPU reads the routed experts its share of all ``dp`` GPUs' tokens touch.
+
+Not modelled: expert parallelism across pipeline stages; data-parallel attention combined with
+tensor parallelism inside each attention group (``tp`` must be 1 with ``dp``).
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from . import validate
 from .calculator import estimate
-from .deployment import setup
+from .deployment import _contexts, _out, _sizes_of, setup
+from .deployment import floor_scope as deployment_floor_scope
+from .dtypes import bytes_per_element, canonical
 from .hardware import get_accelerator
 from .models import ModelConfig, get_model
 from .vram import Memory, memory
 
-__all__ = ["Layout", "ParallelEstimate", "expert_load", "layout_needed", "parallel_estimate"]
+__all__ = [
+    "DataParallelEstimate", "DataParallelStep", "Layout", "ParallelEstimate", "dp_ep_decode_step",
+    "dp_ep_estimate", "expert_load", "layout_needed", "layout_scope", "parallel_estimate",
+]
 
 _NON_LAYER = ("embed", "final_norm", "lm_head")
 _MOE_KERNELS = ("gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine")
@@ -58,16 +78,31 @@ _SETUP_OPTIONS = tuple(n for n, p in inspect.signature(setup).parameters.items()
 
 @dataclass(frozen=True)
 class Layout:
-    """``tp`` GPUs per pipeline stage, ``pp`` stages, experts spread over ``ep`` (1 or ``tp``)."""
+    """``tp`` GPUs per pipeline stage, ``pp`` stages, experts spread over ``ep`` (1 or ``tp``).
+
+    ``dp > 1``: data-parallel attention instead (``dp_ep_estimate``): ``dp`` GPUs, each with the
+    whole attention and the cache of its own sequences, the routed experts spread over
+    ``ep`` (1 or ``dp``) of them; then ``tp`` and ``pp`` must be 1.
+    """
 
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    dp: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "ep"):
+        for name in ("tp", "pp", "ep", "dp"):
             validate.integer(f"Layout.{name}", getattr(self, name), maximum=2**20)
-        if self.ep not in (1, self.tp):
+        if self.dp > 1:
+            if self.tp != 1 or self.pp != 1:
+                raise ValueError(
+                    f"Layout.dp ({self.dp}) runs attention data-parallel on every GPU: tp and pp "
+                    f"must be 1, got tp={self.tp}, pp={self.pp}")
+            if self.ep not in (1, self.dp):
+                raise ValueError(
+                    f"Layout.ep must be 1 or dp ({self.dp}) with data-parallel attention: the "
+                    f"experts are spread over the same GPUs, got {self.ep}")
+        elif self.ep not in (1, self.tp):
             raise ValueError(
                 f"Layout.ep must be 1 or tp ({self.tp}): experts are spread over the GPUs of a "
                 f"stage, got {self.ep}"
@@ -75,10 +110,12 @@ class Layout:
 
     @property
     def gpus(self) -> int:
-        """GPUs in the layout: ``tp * pp``."""
-        return self.tp * self.pp
+        """GPUs in the layout: ``tp * pp`` (``dp`` with data-parallel attention)."""
+        return self.tp * self.pp * self.dp
 
     def __str__(self) -> str:
+        if self.dp > 1:
+            return f"DP{self.dp} attention x EP{self.ep} ({self.gpus} GPUs)"
         return f"TP{self.tp} x PP{self.pp} x EP{self.ep} ({self.gpus} GPUs)"
 
 
@@ -126,6 +163,8 @@ def parallel_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_
     """
     if not isinstance(layout, Layout):
         raise ValueError(f"layout must be a Layout(tp, pp, ep), got {validate.shorten(layout)}")
+    if layout.dp > 1:
+        raise ValueError(f"layout {layout} has data-parallel attention: use dp_ep_estimate")
     if "n_gpus" in options:
         raise ValueError("n_gpus is given by the layout (tp * pp); do not pass it")
     validate.options("parallel_estimate", options, _SETUP_OPTIONS)
@@ -248,3 +287,297 @@ def _tp_allowed(cfg: ModelConfig, chip, n: int) -> bool:
     except ValueError:
         return False
     return True
+
+
+# --- data-parallel attention with expert parallelism ------------------------------------------
+_ROUTED_KERNELS = ("gate_proj", "up_proj", "down_proj")
+_SCALE_BLOCK = 128  # DeepEP's FP8 dispatch: one FP32 scale per 128 hidden channels
+
+
+def _check_dp_layout(layout) -> None:
+    if not isinstance(layout, Layout) or layout.dp == 1:
+        raise ValueError(f"layout must be a data-parallel Layout(dp=..., ep=...) with dp > 1, "
+                         f"got {validate.shorten(layout)}")
+
+
+def _remote_gpus_per_token(e: int, k: int, ep: int) -> tuple[float, float]:
+    """(least, per-pair) remote GPUs a token's hidden state is sent to in one MoE layer.
+
+    A token routed uniformly to ``k`` of ``e`` experts, ``e / ep`` on each GPU: the least is one
+    copy per distinct remote GPU, ``(ep - 1) * (1 - C(e - e/ep, k) / C(e, k))`` on average; an
+    engine that sends one copy per (token, expert) pair (DeepEP's low-latency kernels) sends
+    ``k * (ep - 1) / ep``.
+    """
+    if ep == 1:
+        return 0.0, 0.0
+    per = e // ep
+    miss = 1.0
+    for i in range(k):
+        miss *= max(e - per - i, 0) / (e - i)
+    return (ep - 1) * (1 - miss), k * (ep - 1) / ep
+
+
+@dataclass(frozen=True)
+class DataParallelStep:
+    """One pass (a decode step, or a prefill) on the busiest GPU of a DP-attention x EP layout.
+
+    Seconds; bytes and FLOPs per GPU. ``floor_s`` is the busiest resource's time (module docs
+    of ``calculator``: compute, memory, the scale-up link, the network, the all-to-alls'
+    latencies); ``time_s`` the kernel-by-kernel time (each kernel's roofline, then the
+    all-to-alls one after another, a copy per (token, expert) pair). ``resources``: each busy
+    time. ``all_to_all_bytes``: what the floor has each GPU send (and receive) per pass,
+    dispatch and combine of every MoE layer, one copy per distinct remote GPU.
+    """
+
+    layout: Layout
+    batch_per_gpu: int
+    time_s: float
+    floor_s: float
+    flops: float
+    weight_bytes: float
+    kv_bytes: float
+    all_to_all_bytes: float
+    all_to_all_s: float  # kernel by kernel
+    resources: dict = field(compare=False)
+    rows: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def bound(self) -> str:
+        """The resource whose busy time is the floor."""
+        return max(("compute", "memory", "interconnect", "network", "latency"),
+                   key=lambda r: self.resources[r])
+
+    def breakdown(self) -> list[dict]:
+        """Per kernel: op, FLOPs, bytes and its roofline time; then the all-to-alls."""
+        return [dict(r) for r in self.rows]
+
+
+def _dp_pass(s, layout: Layout, b: int, n_new, n_past, *, absorbed: bool, logits,
+             balanced: bool, dispatch_bytes: float, combine_bytes: float):
+    """Per kernel (FLOPs, weight bytes, cache bytes) of one GPU, its all-to-all bytes each way
+    (least, per pair), and the collectives' count, for ``b`` sequences of ``n_new`` tokens."""
+    cfg, ep, dp = s.model, layout.ep, layout.dp
+    costs = {k: list(v) for k, v in
+             s.pass_costs(b, n_new, n_past, absorbed=absorbed, logits_tokens=logits).items()}
+    tokens = b * np.asarray(n_new, dtype=float)
+    load = 1.0
+    least = pairs = 0.0
+    if cfg.is_moe:
+        e, k, layers = cfg.n_routed_experts, cfg.n_experts_per_token, cfg.n_moe_layers
+        matrix = cfg.hidden_size * cfg.moe_intermediate_size  # one expert's one matrix
+        # routed experts: the pass counted E(1 - (1 - k/E)^t) experts for its own t tokens; a GPU
+        # of an EP group holds E/ep of them and serves the pairs of all dp GPUs' tokens
+        local = e * (1 - (1 - k / e) ** tokens)
+        held = (e / ep) * (1 - (1 - k / e) ** (tokens * dp)) if ep > 1 else local
+        if not balanced and ep > 1:
+            load = expert_load(cfg, int(np.max(tokens)) * dp, ep)
+        for op in _ROUTED_KERNELS:
+            if op in costs:
+                costs[op][1] = costs[op][1] + layers * (held - local) * matrix * s.sizes["weight"]
+                costs[op][0] = costs[op][0] + (load - 1) * layers * tokens * k * 2 * matrix
+        if ep > 1:
+            r_least, r_pairs = _remote_gpus_per_token(e, k, ep)
+            per_copy = dispatch_bytes + combine_bytes
+            least = layers * tokens * r_least * per_copy
+            pairs = layers * tokens * r_pairs * per_copy
+    return {k: tuple(v) for k, v in costs.items()}, least, pairs, load
+
+
+def _dp_times(s, layout, costs, least, pairs, sequences) -> tuple[dict, float, dict]:
+    """Kernel-by-kernel time, floor and each resource's busy time of one GPU's pass."""
+    chip, ep = s.accelerator, layout.ep
+    cfg = s.model
+    times = {k: s.roofline_s(k, f, w + kv) for k, (f, w, kv) in costs.items()}
+    math = s.math_s(costs)
+    memory = sum(w + kv for _, w, kv in costs.values()) / s.bandwidth
+    link = network = link_kbk = network_kbk = 0.0
+    latency = 0.0
+    if ep > 1 and cfg.is_moe:
+        inside = min(ep, chip.domain_size)
+        across = (ep - inside) / (ep - 1)  # the remote GPUs in other nodes
+        one_way = chip.group_bandwidth(inside) / 2
+        link, link_kbk = (x * (1 - across) / one_way for x in (least, pairs))
+        if across:
+            net = chip.network_bandwidth / 2
+            network, network_kbk = least * across / net, pairs * across / net
+        each = chip.collective_latency_s + (chip.network_latency_s if across else 0.0)
+        latency = 2 * cfg.n_moe_layers * each  # a dispatch and a combine per MoE layer
+    single = np.asarray(sequences) == 1
+    terms = np.stack(np.broadcast_arrays(math, memory, link, network,
+                                         np.where(single, 0.0, latency)))
+    floor = np.max(terms, axis=0) + np.where(single, latency, 0.0)
+    a2a = link_kbk + network_kbk + latency
+    kbk = sum(times.values()) + a2a
+    busy = {"compute": math, "memory": memory, "interconnect": link, "network": network,
+            "latency": latency * np.ones(np.shape(floor))}
+    return {"time": kbk, "floor": floor, "a2a": a2a}, times, busy
+
+
+def _dp_setup(model, accelerator, layout, options):
+    _check_dp_layout(layout)
+    validate.options("dp_ep_estimate", options, _SETUP_OPTIONS)
+    if "n_gpus" in options:
+        raise ValueError("n_gpus is given by the layout (dp); do not pass it")
+    chip = get_accelerator(accelerator)
+    s = setup(model, chip, n_gpus=1, **options)
+    cfg = s.model
+    if layout.ep > 1:
+        if not cfg.is_moe:
+            raise ValueError(f"Layout.ep ({layout.ep}) needs a mixture-of-experts model; "
+                             f"{cfg.name!r} is dense: use ep=1 (plain data parallelism)")
+        if cfg.n_routed_experts % layout.ep:
+            raise ValueError(f"Layout.ep ({layout.ep}) must divide the {cfg.n_routed_experts} "
+                             f"routed experts of {cfg.name!r}")
+        chip.nodes(layout.ep)  # raises without an interconnect or a network that joins them
+        if chip.interconnect_bandwidth is None:
+            raise ValueError(f"{chip.name} has no interconnect in the data for an all-to-all")
+    return s, chip
+
+
+def _a2a_sizes(cfg, dispatch_dtype, combine_dtype) -> tuple[float, float]:
+    d = canonical(dispatch_dtype)
+    scales = -(-cfg.hidden_size // _SCALE_BLOCK) * 4 if d.startswith("fp8") else 0
+    return (cfg.hidden_size * float(bytes_per_element(d)) + scales,
+            cfg.hidden_size * float(bytes_per_element(combine_dtype)))
+
+
+def dp_ep_decode_step(model: ModelConfig | str, accelerator, batch_per_gpu: int, context,
+                      layout: Layout, *, balanced: bool = True, dispatch_dtype: str = "fp8",
+                      combine_dtype: str = "bf16", **options) -> DataParallelStep:
+    """One decode step on the busiest GPU of a data-parallel attention x expert-parallel layout.
+
+    Each of the ``layout.dp`` GPUs holds ``batch_per_gpu`` sequences whose attention spans
+    ``context`` tokens, the whole attention (weights and the cache of its own sequences: an MLA
+    latent is stored once, on its GPU), the dense layers, shared experts, router, embedding and
+    LM head (replicated), and ``E / ep`` routed experts. Per MoE layer each GPU dispatches its
+    tokens' hidden states to the GPUs of their experts (``dispatch_dtype``: FP8 with one FP32
+    scale per 128 channels, as DeepEP sends them) and gets the experts' outputs back
+    (``combine_dtype``: BF16), over the scale-up link inside a node and the network across.
+    ``options``: ``deployment.setup``'s (``weight_dtype``, ``kv_dtype``, ``mbu``, ...).
+    """
+    s, _ = _dp_setup(model, accelerator, layout, options)
+    b = validate.integer("batch_per_gpu", batch_per_gpu)
+    ctx = _contexts(s.model, context)
+    sizes = _a2a_sizes(s.model, dispatch_dtype, combine_dtype)
+    costs, least, pairs, _load = _dp_pass(
+        s, layout, b, 1, ctx - 1, absorbed=True, logits=None,
+        balanced=validate.boolean("balanced", balanced),
+        dispatch_bytes=sizes[0], combine_bytes=sizes[1])
+    out, times, busy = _dp_times(s, layout, costs, least, pairs, b)
+    rows = tuple({"op": k, "flops": _out(f), "bytes": _out(w + kv), "time_s": _out(times[k])}
+                 for k, (f, w, kv) in costs.items())
+    rows += ({"op": "all_to_all", "flops": 0.0, "bytes": _out(pairs), "time_s": _out(out["a2a"])},)
+    return DataParallelStep(
+        layout=layout, batch_per_gpu=b, time_s=_out(out["time"]), floor_s=_out(out["floor"]),
+        flops=_out(sum(f for f, _, _ in costs.values())),
+        weight_bytes=_out(sum(w for _, w, _ in costs.values())),
+        kv_bytes=_out(sum(kv for _, _, kv in costs.values())),
+        all_to_all_bytes=_out(least), all_to_all_s=_out(out["a2a"]),
+        resources={k: _out(v) for k, v in busy.items()}, rows=rows,
+    )
+
+
+@dataclass(frozen=True)
+class DataParallelEstimate:
+    """What ``dp_ep_estimate`` computes: seconds; memory per GPU; ``batch`` over all GPUs.
+
+    ``tpot_floor_s`` is the floor of this layout and these formats (``scope`` says which),
+    the mean over the decode steps; ``tpot_s`` the kernel-by-kernel time. ``ttft_*``: the
+    prefill of each GPU's own ``batch_per_gpu`` prompts in one pass.
+    """
+
+    model: str
+    accelerator: str
+    layout: Layout
+    batch: int
+    batch_per_gpu: int
+    nodes: int
+    precision: str
+    memory: Memory
+    fits: bool
+    ttft_s: float
+    ttft_floor_s: float
+    tpot_s: float
+    tpot_floor_s: float
+    expert_load: float
+    all_to_all_bytes: float  # per GPU per decode step, each way, at the floor
+    decode_resources: dict = field(compare=False)
+    scope: str = ""
+
+    @property
+    def throughput_tok_s(self) -> float:
+        """Decode tokens per second of all ``layout.gpus`` GPUs, kernel by kernel."""
+        return self.batch / self.tpot_s
+
+    @property
+    def throughput_floor_tok_s(self) -> float:
+        """The most decode tokens per second any engine makes in this layout and formats."""
+        return self.batch / self.tpot_floor_s
+
+
+def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len: int,
+                   output_len: int, layout: Layout, *, balanced: bool = True,
+                   dispatch_dtype: str = "fp8", combine_dtype: str = "bf16",
+                   reserve_fraction: float = 0.1, prefill_chunk: int = 8192,
+                   **options) -> DataParallelEstimate:
+    """Memory, TTFT, TPOT and throughput of ``batch`` requests on ``Layout(dp=..., ep=...)``.
+
+    ``batch`` is spread over the ``dp`` GPUs; the busiest holds ``ceil(batch / dp)`` and sets
+    every GPU's pace. The decode fields are the exact mean over the ``output_len - 1`` steps of
+    ``dp_ep_decode_step`` (floor and kernel-by-kernel time). By default the routed experts are
+    priced balanced (each GPU gets ``1/ep`` of the (token, expert) pairs, as an engine that
+    rebalances hot experts does: the least for this plan); ``balanced=False`` scales the busiest
+    GPU's routed-expert math by ``expert_load``. Scalars only.
+    """
+    s, chip = _dp_setup(model, accelerator, layout, options)
+    cfg = s.model
+    balanced = validate.boolean("balanced", balanced)
+    b_all = validate.integer("batch", batch)
+    b = -(-b_all // layout.dp)
+    _, p, o = (int(x) for x in _sizes_of(cfg, b, prompt_len, output_len))
+    nodes = -(-layout.gpus // chip.domain_size)
+    sizes = _a2a_sizes(cfg, dispatch_dtype, combine_dtype)
+    kw = dict(balanced=balanced, dispatch_bytes=sizes[0], combine_bytes=sizes[1])
+    steps = max(o - 1, 1)
+    j = np.arange(steps)
+    costs, least, pairs, load = _dp_pass(s, layout, b, 1, p + j, absorbed=True, logits=None, **kw)
+    out, _, busy = _dp_times(s, layout, costs, least, pairs, b)
+    tpot = float(np.mean(out["time"] * np.ones(steps)))
+    tpot_floor = float(np.mean(out["floor"] * np.ones(steps)))
+    pre, p_least, p_pairs, _ = _dp_pass(s, layout, b, p, 0, absorbed=False, logits=b, **kw)
+    p_out, _, _ = _dp_times(s, layout, pre, p_least, p_pairs, b)
+    mem_options = {k: v for k, v in options.items() if k in _MEMORY_OPTIONS}
+    full = memory(cfg, chip, b, p, o, n_gpus=1, reserve_fraction=reserve_fraction,
+                  prefill_chunk=prefill_chunk, **mem_options)
+    routed = cfg.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * s.sizes["weight"]
+    mem = Memory(weights=full.weights - routed, kv_cache=full.kv_cache,
+                 activations=full.activations, reserve=full.reserve, capacity=full.capacity)
+    scope = layout_scope(layout, s, dispatch_dtype=dispatch_dtype, combine_dtype=combine_dtype)
+    return DataParallelEstimate(
+        model=cfg.name, accelerator=chip.name, layout=layout, batch=b_all, batch_per_gpu=b,
+        nodes=nodes, precision=s.precision, memory=mem, fits=bool(mem.free >= 0),
+        ttft_s=float(p_out["time"]), ttft_floor_s=float(p_out["floor"]), tpot_s=tpot,
+        tpot_floor_s=tpot_floor, expert_load=load if not balanced else
+        (expert_load(cfg, b * layout.dp, layout.ep) if layout.ep > 1 else 1.0),
+        all_to_all_bytes=float(np.mean(least * np.ones(steps))),
+        decode_resources={k: float(np.mean(v * np.ones(steps))) for k, v in busy.items()},
+        scope=scope,
+    )
+
+
+def layout_scope(layout: Layout | None, s, *, dispatch_dtype: str = "fp8",
+                 combine_dtype: str = "bf16") -> str:
+    """What a floor of ``layout`` covers, in one line (``deployment.floor_scope``)."""
+    if layout is None or layout.gpus == 1 or (layout.dp == 1 and layout.pp == 1
+                                              and layout.ep == 1):
+        where = f"TP{s.n_gpus}, all-reduces in {s.act_dtype}" if s.n_gpus > 1 else "one GPU"
+        gpus = s.n_gpus
+    elif layout.dp > 1:
+        where = (f"DP{layout.dp} attention x EP{layout.ep}, all-to-all dispatch "
+                 f"{canonical(dispatch_dtype)} / combine {canonical(combine_dtype)}"
+                 if layout.ep > 1 else f"DP{layout.dp}, no collectives")
+        gpus = layout.gpus
+    else:
+        where, gpus = f"TP{layout.tp} x PP{layout.pp} x EP{layout.ep}", layout.gpus
+    return deployment_floor_scope(where, gpus, s.accelerator.name, s.weight_dtype,
+                                  s.compute_dtype, s.kv_dtype)
