@@ -170,3 +170,111 @@ def test_cli_dp_ep(capsys):
     with pytest.raises(SystemExit):
         cli.main(["estimate", "--model", "deepseek-v3", "--gpu", "h100", "--ep", "8"])
     assert "--ep N needs --dp N" in capsys.readouterr().err
+
+
+def test_mtp_as_speculative_decoding_in_the_dp_ep_layout():
+    """One MTP token accepted 85 % of the time: a step makes 1 + 0.85 = 1.85 tokens (DeepSeek
+    reports 85-90 %); its floor a token is the step's floor over 1.85, below the plain floor."""
+    layout = lr.parallel.Layout(dp=8, ep=8)
+    kw = dict(weight_dtype="fp8", kv_dtype="fp8")
+    plain = lr.parallel.dp_ep_estimate("deepseek-v3", "H200", 512, 2000, 1000, layout, **kw)
+    mtp = lr.parallel.dp_ep_estimate("deepseek-v3", "H200", 512, 2000, 1000, layout, mtp=1,
+                                     acceptance=0.85, **kw)
+    assert mtp.tokens_per_step == pytest.approx(1.85)
+    assert mtp.tpot_floor_s < plain.tpot_floor_s < mtp.tpot_floor_s * 1.85
+    # the MTP module's layer (attention, router, shared expert, 1/8 of 256 experts) in memory
+    layer = (187_107_328 + 7168 * 256 + 3 * 7168 * 2048 + 32 * 3 * 7168 * 2048 + 2 * 7168)
+    assert mtp.memory.weights - plain.memory.weights == pytest.approx(layer, rel=1e-9)
+    assert "MTP: 1 drafted a step, acceptance 0.85" in mtp.scope
+    with pytest.raises(ValueError, match="mtp needs acceptance"):
+        lr.parallel.dp_ep_estimate("deepseek-v3", "H200", 8, 10, 10, layout, mtp=1)
+
+
+def test_calibrated_prediction_says_when_it_extrapolates():
+    """The fitted rows ran on A100, H100, H200, MI300X, L40S and RTX 4090, in 16-bit, FP8,
+    INT8 and INT4 weights: a B200 in NVFP4 lies outside them on three counts."""
+    inside = lr.estimate("llama-3-70b", "H100", 32, 1000, 200, realistic=True, n_gpus=2)
+    assert inside.extrapolation == () and not inside.extrapolates
+    out = lr.estimate("llama-3-70b", "B200", 32, 1000, 200, realistic=True, weight_dtype="nvfp4")
+    assert out.extrapolates and len(out.extrapolation) == 3
+    assert out.extrapolation[0].startswith("NVIDIA B200: no fitted row ran on it")
+    assert "nvfp4 weights" in out.extrapolation[1] and "fp4 math" in out.extrapolation[2]
+    many = lr.estimate("llama-3-70b", "H100", 32, 1000, 200, realistic=True, n_gpus=16)
+    assert many.extrapolation == ("16 GPUs: the fitted rows use at most 8",)
+
+
+def test_all_to_all_across_two_nodes_by_hand():
+    """DP16 + EP16 on two HGX H100 nodes, 64 sequences a GPU: 16 experts a GPU, 128 a node.
+    At the least a token goes once to each other GPU of its node holding one of its experts,
+    7 (1 - C(240, 8)/C(256, 8)) copies over NVLink, and once to the other node if one of its
+    experts is there, 1 - C(128, 8)/C(256, 8), over that GPU's 400 Gb/s NIC (50 GB/s a way)."""
+    def miss(held):
+        out = 1.0
+        for i in range(8):
+            out *= (256 - held - i) / (256 - i)
+        return out
+
+    per_copy = 58 * 64 * ((7168 + 224) + 7168 * 2)
+    inside, across = 7 * (1 - miss(16)) * per_copy, (1 - miss(128)) * per_copy
+    layout = lr.parallel.Layout(dp=16, ep=16)
+    step = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, layout,
+                                         weight_dtype="fp8", kv_dtype="fp8")
+    assert step.all_to_all_bytes == pytest.approx(inside + across, rel=1e-12)
+    assert step.resources["interconnect"] == pytest.approx(inside / 450e9, rel=1e-12)
+    assert step.resources["network"] == pytest.approx(across / 50e9, rel=1e-12)
+    assert step.resources["latency"] == pytest.approx(58 * 2 * (3e-6 + 5e-6))
+    # four nodes: uniform routing reaches 3 (1 - C(192, 8)/C(256, 8)) = 2.71 other nodes a
+    # token; routing limited to one node (a token's experts all in one node) at most 1
+    wide = lr.parallel.Layout(dp=32, ep=32)
+    free = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, wide,
+                                         weight_dtype="fp8", kv_dtype="fp8")
+    one = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, wide, node_limit=1,
+                                        weight_dtype="fp8", kv_dtype="fp8")
+    assert free.resources["network"] == pytest.approx(3 * (1 - miss(64)) * per_copy / 50e9)
+    assert one.resources["network"] == pytest.approx(per_copy / 50e9)
+    # kernel by kernel: a copy per (token, expert) pair, 8 x 7/16 inside, 8 x 8/16 across
+    pairs = 58 * 64 * ((7168 + 224) + 7168 * 2)
+    assert step.all_to_all_s == pytest.approx(pairs * 8 * 7 / 16 / 450e9
+                                              + pairs * 8 * 8 / 16 / 50e9 + 58 * 2 * 8e-6)
+
+
+def test_expert_dtype_prices_the_routed_experts_apart():
+    """gpt-oss-120b as released: MXFP4 routed experts (36 x 128 x 3 x 2880 x 2880 weights at
+    4.25 bits), everything else BF16. On a B200 the experts multiply on the FP4 tensor cores
+    (W4A4), on an H100 at BF16 (W4A16); the attention stays BF16 on both."""
+    experts = 36 * 128 * 3 * 2880 * 2880
+    rest = lr.get_model("gpt-oss-120b").n_params - experts
+    for chip, math in (("B200", "fp4"), ("H100", "bf16")):
+        est = lr.estimate("gpt-oss-120b", chip, 64, 1000, 200, expert_dtype="mxfp4")
+        assert est.memory.weights == pytest.approx(experts * 4.25 / 8 + rest * 2, rel=1e-12)
+        assert est.expert_compute_dtype == math and est.compute_dtype == "bf16"
+        assert ("W4A4" if math == "fp4" else "weight-only, W4A16") in est.precision
+        assert est.floor_scope.endswith("; routed experts mxfp4)")
+        ops = {r["op"]: r for r in est.breakdown("decode")}
+        assert ops["routed_up_proj"]["math"] == math and ops["o_proj"]["math"] == "bf16"
+    # DeepSeek-V3 on 8 x H100, DP8 + EP8: NVFP4 experts halve the routed bytes of FP8 ones
+    layout = lr.parallel.Layout(dp=8, ep=8)
+    fp8 = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, layout,
+                                        weight_dtype="fp8", kv_dtype="fp8")
+    fp4 = lr.parallel.dp_ep_decode_step("deepseek-v3", "H100", 64, 2048, layout,
+                                        weight_dtype="fp8", kv_dtype="fp8", expert_dtype="nvfp4")
+    routed = 58 * 32 * 3 * 7168 * 2048 * (1 - (1 - 8 / 256) ** 512)
+    assert fp8.weight_bytes - fp4.weight_bytes == pytest.approx(routed * (1 - 9 / 16), rel=1e-9)
+    with pytest.raises(ValueError, match="expert_dtype applies to a mixture-of-experts model"):
+        lr.estimate("llama-3-8b", "H100", 1, 10, 10, expert_dtype="nvfp4")
+
+
+def test_cli_expert_dtype(capsys):
+    import json
+
+    from llm_roofline import cli
+
+    assert cli.main(["estimate", "--model", "gpt-oss-120b", "--gpu", "b200", "--expert-dtype",
+                     "mxfp4", "--batch", "64", "--prompt", "1000", "--output", "200",
+                     "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert "routed experts mxfp4, their math fp4 (W4A4)" in r["precision"]
+    assert r["floor_scope"].endswith("routed experts mxfp4)")
+    real = lr.estimate("gpt-oss-120b", "H100", 64, 1000, 200, realistic=True,
+                       expert_dtype="mxfp4")
+    assert "mxfp4 routed experts: no fitted row stores its weights so" in real.extrapolation

@@ -190,6 +190,8 @@ class Estimate:
     busy: dict = field(default_factory=dict, repr=False, compare=False)  # for resources()
     head_dtype: str = "bf16"  # the LM head's math (Setup.math_dtype)
     attention_dtype: str = "bf16"  # the attention's math
+    expert_dtype: str | None = None  # the routed experts' own format (setup's expert_dtype)
+    expert_compute_dtype: str | None = None  # and their math
 
     @property
     def bound(self) -> Label:
@@ -200,7 +202,8 @@ class Estimate:
     def precision(self) -> str:
         """Weight, KV-cache and compute precision in words (weight-only or weight-and-activation)."""
         return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype,
-                                   self.head_dtype, self.attention_dtype)
+                                   self.head_dtype, self.attention_dtype, self.expert_dtype,
+                                   self.expert_compute_dtype)
 
     @property
     def floor_scope(self) -> str:
@@ -208,8 +211,11 @@ class Estimate:
         e.g. ``floor (TP8, all-reduces in bf16, on 8 x NVIDIA H100 SXM; bf16 weights, W16A16,
         KV cache bf16)``. See ``floor_caveats`` for setups outside it."""
         where = f"TP{self.n_gpus}, all-reduces in {self.act_dtype}" if self.n_gpus > 1 else "one GPU"
-        return floor_scope(where, self.n_gpus, self.accelerator, self.weight_dtype,
-                           self.compute_dtype, self.kv_dtype)
+        scope = floor_scope(where, self.n_gpus, self.accelerator, self.weight_dtype,
+                            self.compute_dtype, self.kv_dtype)
+        if self.expert_dtype:
+            scope = scope[:-1] + f"; routed experts {self.expert_dtype})"
+        return scope
 
     @property
     def floor_caveats(self) -> tuple[str, ...]:
@@ -291,6 +297,7 @@ def estimate(
     attention_dtype: str | None = None,
     reserve_fraction: float = 0.1,
     prefill_chunk: int = 8192,
+    expert_dtype: str | None = None,
 ) -> Estimate:
     """Memory, TTFT, TPOT and throughput of ``batch`` requests served together (module docs).
 
@@ -305,7 +312,7 @@ def estimate(
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
               weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
-              attention_dtype=attention_dtype)
+              attention_dtype=attention_dtype, expert_dtype=expert_dtype)
     b, p, o = _sizes_of(s.model, batch, prompt_len, output_len)
     queue = validate.real("queue_s", queue_s, minimum=0, maximum=1e9, unit="seconds")
     chunk = prefill_chunk_of(prefill_chunk)
@@ -343,7 +350,8 @@ def estimate(
                 "decode": (s, decode, decode_times, decode_ar, s.allreduce_bytes(b, b))},
         ttft_floor_s=_out(prefill_busy["floor"] + queue), tpot_floor_s=_out(decode_busy["floor"]),
         busy={"prefill": prefill_busy, "decode": decode_busy}, head_dtype=s.head_dtype,
-        attention_dtype=s.attention_dtype,
+        attention_dtype=s.attention_dtype, expert_dtype=s.expert_dtype,
+        expert_compute_dtype=s.expert_compute_dtype,
     )
 
 
@@ -376,7 +384,8 @@ class DecodeStep:
 def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch, context, *,
                 weight_dtype: str = "bf16", kv_dtype: str = "bf16", compute_dtype: str | None = None,
                 n_gpus: int = 1, mbu: float = 1.0, mfu: float = 1.0, act_dtype: str = "bf16",
-                weight_group_size: int = 128, attention_dtype: str | None = None) -> DecodeStep:
+                weight_group_size: int = 128, attention_dtype: str | None = None,
+                expert_dtype: str | None = None) -> DecodeStep:
     """One decode step of ``batch`` sequences whose attention spans ``context`` tokens each.
 
     The step reads ``context - 1`` cached tokens per sequence and adds one: it makes token
@@ -388,7 +397,7 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
               weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
-              attention_dtype=attention_dtype)
+              attention_dtype=attention_dtype, expert_dtype=expert_dtype)
     b = validate.integers("batch", batch)
     ctx = _contexts(s.model, context)
     costs = {k: (f, w + kv) for k, (f, w, kv) in

@@ -187,6 +187,10 @@ def _parser() -> argparse.ArgumentParser:
                      "bytes, intensity, time, the resource that limits it and share; and each "
                      "resource's busy time, the largest of which is the floor")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    est.add_argument("--expert-dtype", default=None, metavar="DTYPE",
+                     help="an MoE model's routed experts in their own format (e.g. mxfp4 for "
+                     "gpt-oss, nvfp4), the rest at --dtype; their math at that format's peak "
+                     "where the chip has it (W4A4), else dequantised (W4A16)")
     est.add_argument("--dp", type=_counts("--dp", maximum=MAX_GPUS), default=None, metavar="N",
                      help="data-parallel attention over N GPUs (each GPU the attention and the "
                      "cache of its own sequences; --batch is over all of them); not with "
@@ -194,6 +198,11 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--ep", type=_counts("--ep", maximum=MAX_GPUS), default=None, metavar="N",
                      help="with --dp N: spread the routed experts over the N GPUs (N or 1), "
                      "all-to-all dispatch in FP8 and combine in BF16, as DeepEP sends them")
+    est.add_argument("--mtp", type=_counts("--mtp", minimum=0, maximum=16), default=None,
+                     metavar="N", help="with --dp: multi-token prediction, N drafted tokens a "
+                     "step (DeepSeek's MTP), each accepted with probability --acceptance")
+    est.add_argument("--acceptance", type=_number("--acceptance"), default=None, metavar="P",
+                     help="with --mtp: the chance each drafted token is accepted (0 to 1)")
     commands.add_parser(
         "models", help="list the built-in models",
         description="List the built-in models with their sizes.",
@@ -328,6 +337,9 @@ def _estimate(args) -> str:
     queue = validate.real("--queue", args.queue, minimum=0, maximum=MAX_QUEUE_S, unit="seconds")
     if args.dp is not None or args.ep is not None:
         return _dp_estimate(cfg, chip, args, mbu, mfu)
+    if args.mtp is not None or args.acceptance is not None:
+        raise ValueError("--mtp and --acceptance apply with --dp N (data-parallel attention); "
+                         "for tensor parallelism use serving.speculative in Python")
     points = _points(args)
     if len(points) > MAX_POINTS:
         raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
@@ -344,6 +356,8 @@ def _estimate(args) -> str:
 def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dict:
     """Everything the CLI shows for one point, as plain numbers (seconds, GiB, tokens/s)."""
     options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
+    if args.expert_dtype is not None:
+        options["expert_dtype"] = args.expert_dtype
     calibrated = None
     if args.realistic:
         calibrated = realistic.estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus,
@@ -389,6 +403,7 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
                            "tpot_s": b.tpot_s, "throughput_tok_s": b.throughput_tok_s,
                            "e2e_s": b.e2e_s}  # kernel by kernel at MBU = MFU = 1 (old key)
         result["ttft_joining_s"] = None  # priced kernel by kernel at peak only (the line below)
+        result["extrapolation"] = list(calibrated.extrapolation)
     if args.breakdown:
         result["breakdown"] = {phase: est.breakdown(phase) for phase in ("prefill", "decode")}
         result["resources"] = {phase: est.resources(phase) for phase in ("prefill", "decode")}
@@ -417,9 +432,11 @@ def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
         raise ValueError("--dp takes one --batch, --prompt and --output, not a sweep")
     options = dict(weight_dtype=args.dtype,
                    kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype,
-                   compute_dtype=args.compute_dtype, mbu=mbu, mfu=mfu)
+                   compute_dtype=args.compute_dtype, mbu=mbu, mfu=mfu,
+                   expert_dtype=args.expert_dtype)
+    mtp = args.mtp[0] if args.mtp is not None else 0
     est = dp_ep_estimate(cfg, chip, args.batch[0], args.prompt[0], args.output[0],
-                         Layout(dp=dp, ep=ep), **options)
+                         Layout(dp=dp, ep=ep), mtp=mtp, acceptance=args.acceptance, **options)
     gib = est.memory
     result = {
         "model": est.model, "accelerator": est.accelerator, "layout": str(est.layout),
@@ -436,7 +453,7 @@ def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
         "throughput_floor_tok_s": est.throughput_floor_tok_s,
         "all_to_all_bytes_per_gpu_step": est.all_to_all_bytes,
         "expert_load": est.expert_load, "decode_resources": est.decode_resources,
-        "floor_scope": est.scope,
+        "floor_scope": est.scope, "tokens_per_step": est.tokens_per_step,
     }
     _json(result)
     if args.json:
@@ -468,12 +485,15 @@ def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
 def _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args, most) -> dict:
     """The nearest changes that fit: fewer users, a lower weight precision, more GPUs."""
     options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
+    if args.expert_dtype is not None:
+        options["expert_dtype"] = args.expert_dtype
     lower = None
     for dtype in ("fp8", "int4"):
         if dtype == args.dtype:
             break
         if estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, weight_dtype=dtype,
-                    kv_dtype=options["kv_dtype"]).fits:
+                    kv_dtype=options["kv_dtype"],
+                    expert_dtype=options.get("expert_dtype")).fits:
             lower = dtype
             break
     needed = gpus_needed(cfg, chip, batch, prompt, output, **options)
@@ -557,6 +577,9 @@ def _report(r: dict) -> str:
                                    subsequent_indent="    ")
     if "kind" in r:
         lines.append("  predicted: kernel by kernel at efficiencies fitted on engines")
+        for reason in r.get("extrapolation", []):
+            lines += textwrap.wrap(f"EXTRAPOLATED beyond the fitted rows: {reason}", 80,
+                                   initial_indent="  ", subsequent_indent="    ")
     if "bound" in r:
         b = r["bound"]
         lines += [f"  kernel by kernel at MBU = MFU = 1: TTFT {_time(b['ttft_s'])} (joining "

@@ -71,12 +71,13 @@ import numpy as np
 from . import calculator, measured, validate
 from .calculator import Estimate
 from .deployment import setup
+from .dtypes import math_class
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
 __all__ = [
-    "KIND", "PARAMETERS", "Preset", "Realistic", "cross_validate", "estimate", "fit",
-    "fit_presets", "load_presets", "predict_row", "summary",
+    "KIND", "PARAMETERS", "Preset", "Realistic", "coverage", "cross_validate", "estimate",
+    "extrapolation", "fit", "fit_presets", "load_presets", "predict_row", "summary",
 ]
 
 KIND = "calibrated prediction"
@@ -137,6 +138,12 @@ class Realistic:
     overhead_prefill_s: float
     overhead_decode_s: float
     kind: str = KIND
+    extrapolation: tuple[str, ...] = ()  # where it predicts beyond its fitted rows (``coverage``)
+
+    @property
+    def extrapolates(self) -> bool:
+        """Whether the setup lies outside the fitted rows (a chip, a format, a size none has)."""
+        return bool(self.extrapolation)
 
     @property
     def label(self) -> str:
@@ -235,7 +242,53 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
         ttft_floor_s=bound.ttft_floor_s, tpot_floor_s=bound.tpot_floor_s, busy=bound.busy)
     return Realistic(estimate=est, bound=bound, preset=p,
                      overhead_prefill_s=_out(passes * per_pass + p.request_overhead_ms * 1e-3),
-                     overhead_decode_s=_out(per_pass))
+                     overhead_decode_s=_out(per_pass),
+                     extrapolation=extrapolation(cfg, chip, bound))
+
+
+@cache
+def coverage() -> dict[str, frozenset]:
+    """What the fitted rows span: ``chips`` (names), ``weights`` and ``math`` (the tensor-core
+    math classes of their weights and body matmuls, ``dtypes.math_class``), ``n_gpus``, and
+    ``moe``/``mla`` (whether any row serves such a model)."""
+    rows = measured.usable()
+    chips, weights, math_, gpus, kinds = set(), set(), set(), set(), set()
+    for r in rows:
+        s = setup(r.config, r.accelerator, weight_dtype=r.weight_dtype,
+                  kv_dtype=r.kv_dtype or "bf16", compute_dtype=r.compute_dtype)
+        chips.add(s.accelerator.name)
+        weights.add(math_class(s.weight_dtype))
+        math_.add(math_class(s.compute_dtype))
+        gpus.add(r.n_gpus)
+        kinds.update(k for k, v in (("moe", r.config.is_moe), ("mla", r.config.is_mla)) if v)
+    return {"chips": frozenset(chips), "weights": frozenset(weights), "math": frozenset(math_),
+            "n_gpus": frozenset(gpus), "kinds": frozenset(kinds)}
+
+
+def extrapolation(cfg: ModelConfig, chip: Accelerator, est: Estimate) -> tuple[str, ...]:
+    """Where a calibrated prediction of this setup goes beyond the rows it was fitted on.
+
+    One line per reason: a chip no fitted row ran (its fitted efficiencies are other chips'),
+    a weight format or a tensor-core math no row used (4-bit floating point on FP4 tensor
+    cores, say), more GPUs than any row, an MoE or MLA model where the rows have almost none.
+    """
+    cov = coverage()
+    out = []
+    if chip.name not in cov["chips"]:
+        out.append(f"{chip.name}: no fitted row ran on it (the rows' chips: "
+                   f"{', '.join(sorted(cov['chips']))})")
+    if math_class(est.weight_dtype) not in cov["weights"]:
+        out.append(f"{est.weight_dtype} weights: no fitted row stores its weights so")
+    if math_class(est.compute_dtype) not in cov["math"]:
+        out.append(f"{est.compute_dtype} math: no fitted row multiplies at that precision")
+    if est.expert_dtype and math_class(est.expert_dtype) not in cov["weights"]:
+        out.append(f"{est.expert_dtype} routed experts: no fitted row stores its weights so")
+    if est.expert_compute_dtype and math_class(est.expert_compute_dtype) not in cov["math"]:
+        out.append(f"{est.expert_compute_dtype} expert math: no fitted row multiplies at that "
+                   "precision")
+    if est.n_gpus > max(cov["n_gpus"]):
+        out.append(f"{est.n_gpus} GPUs: the fitted rows use at most {max(cov['n_gpus'])}")
+    return tuple(out)
 
 
 def _weight_only(weight_dtype: str, compute_dtype: str) -> bool:

@@ -74,10 +74,11 @@ class Memory:
 def memory(model: ModelConfig | str, accelerator: Accelerator | str, batch, prompt_len, output_len,
            *, weight_dtype: str = "bf16", kv_dtype: str = "bf16", n_gpus: int = 1,
            act_dtype: str = "bf16", weight_group_size: int = 128, reserve_fraction: float = 0.1,
-           prefill_chunk: int = 8192) -> Memory:
+           prefill_chunk: int = 8192, expert_dtype: str | None = None) -> Memory:
     """Only the memory part of ``estimate`` (bytes per GPU), with the same arguments."""
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus)
+              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus,
+              expert_dtype=expert_dtype)
     b, p, o = _sizes_of(s.model, batch, prompt_len, output_len)
     return _memory(s, b, p, o, reserve_fraction, prefill_chunk)
 
@@ -85,7 +86,8 @@ def memory(model: ModelConfig | str, accelerator: Accelerator | str, batch, prom
 def max_batch(model: ModelConfig | str, accelerator: Accelerator | str, prompt_len, output_len,
               *, weight_dtype: str = "bf16", kv_dtype: str = "bf16", n_gpus: int = 1,
               act_dtype: str = "bf16", weight_group_size: int = 128,
-              reserve_fraction: float = 0.1, prefill_chunk: int = 8192) -> int | np.ndarray:
+              reserve_fraction: float = 0.1, prefill_chunk: int = 8192,
+              expert_dtype: str | None = None) -> int | np.ndarray:
     """The largest batch whose memory fits (0 if not even one request fits).
 
     Arguments as for ``memory``. Context arrays broadcast; the answer is found by bisection on
@@ -93,7 +95,8 @@ def max_batch(model: ModelConfig | str, accelerator: Accelerator | str, prompt_l
     ``validate.MAX_COUNT``; if even that many fit, it raises rather than report its search cap.
     """
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus)
+              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus,
+              expert_dtype=expert_dtype)
     _, p, o = _sizes_of(s.model, 1, prompt_len, output_len)
 
     def fits(b):
@@ -141,7 +144,8 @@ def max_prompt_len(model: ModelConfig | str, accelerator: Accelerator | str, bat
 def gpus_needed(model: ModelConfig | str, accelerator: Accelerator | str, batch, prompt_len,
                 output_len, *, max_gpus: int = 128, weight_dtype: str = "bf16",
                 kv_dtype: str = "bf16", act_dtype: str = "bf16", weight_group_size: int = 128,
-                reserve_fraction: float = 0.1, prefill_chunk: int = 8192) -> int | None:
+                reserve_fraction: float = 0.1, prefill_chunk: int = 8192,
+                expert_dtype: str | None = None) -> int | None:
     """The fewest GPUs (a tensor-parallel degree the heads allow) whose memory fits.
 
     ``None`` when no degree up to ``max_gpus`` fits, or when one GPU does not fit and the
@@ -161,7 +165,7 @@ def gpus_needed(model: ModelConfig | str, accelerator: Accelerator | str, batch,
         mem = memory(cfg, chip, batch, prompt_len, output_len, weight_dtype=weight_dtype,
                      kv_dtype=kv_dtype, n_gpus=n, act_dtype=act_dtype,
                      weight_group_size=weight_group_size, reserve_fraction=reserve_fraction,
-                     prefill_chunk=prefill_chunk)
+                     prefill_chunk=prefill_chunk, expert_dtype=expert_dtype)
         if np.all(mem.free >= 0):
             return n
     return None
