@@ -180,7 +180,8 @@ def critical_curves(layouts: dict | None = None, max_context: int | None = None)
                 ax.plot([end], [batch * lift], "x", ms=8, mew=2, color=COLOURS[precision])
             ax.set(xscale="log", yscale="log", xlim=(1, top), xlabel="context (tokens)",
                    title=f"{name}\n{n} x {chip.name.removeprefix('NVIDIA ')}")
-            ticks = [t for t in (1, 100, 10_000, 100_000) if t <= top]
+            steps = (1, 100, 10_000, 100_000) if top > 10_000 else (1, 10, 100, 1_000)
+            ticks = [t for t in steps if t <= top]
             ax.set_xticks(ticks, labels=[f"{t // 1000}k" if t >= 1000 else str(t) for t in ticks])
             ax.grid(True, which="major", alpha=0.3)
         axes[0].set_ylabel("batch where the weight\nmatmuls reach the roof")

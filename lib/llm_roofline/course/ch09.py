@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from ..calculator import decode_step, estimate
 from ..dtypes import bytes_per_element, canonical
 from ..hardware import get_accelerator
@@ -27,6 +25,14 @@ from .registry import register, register_hint
 __all__ = ["dp_versus_tp", "formats_table", "frontier", "latent_intensity", "tp_scaling"]
 
 _CHIP_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+
+
+def _plain_log_y(ax) -> None:
+    """Log-axis tick labels as plain numbers (20, not 2 x 10^1); no minor labels."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _short(chip) -> str:
@@ -63,6 +69,7 @@ def tp_scaling(model="llama-3-70b", chips: Sequence[str] = ("H100 SXM", "GB200")
             ax.set_xlabel("GPUs of tensor parallelism")
             ax.grid(True, alpha=0.3)
         left.set(yscale="log", ylabel="TPOT (ms)", title=f"{get_model(model).name}, {batch} users")
+        _plain_log_y(left)
         right.set(ylim=(0, None), ylabel="all-reduces' share of TPOT (%)",
                   title="dotted: end of an 8-GPU node")
         left.legend(loc="upper right", fontsize=8.5)
@@ -101,6 +108,7 @@ def latent_intensity(model="deepseek-v3", gpu="H200", widths: Sequence[int] = (1
                ylabel="attention FLOPs per byte",
                title=f"{cfg.name}: decode attention on one GPU (FP8 latent)")
         ax.set_xticks(widths, labels=[str(n) for n in widths])
+        _plain_log_y(ax)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(loc="lower left", fontsize=8.5)
     return fig
@@ -143,6 +151,7 @@ def dp_versus_tp(model="deepseek-v3", gpu="H200", n_gpus: int = 8, prompt: int =
                title=f"{get_model(model).name} in FP8 on {n} x {_short(chip)}, "
                      f"{prompt} + {output} tokens")
         ax.set_xticks(per_gpu, labels=[str(b) for b in per_gpu])
+        _plain_log_y(ax)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(loc="upper left", fontsize=8.5)
     return fig
@@ -161,7 +170,7 @@ def formats_table(chips: Sequence[str] = ("H100 SXM", "B200", "B300", "MI325X", 
     rows = []
     for f in sequence("formats", formats):
         key = canonical(f)
-        row = {"format": f.upper() if f.startswith(("nv", "mx")) else key.upper(),
+        row = {"format": f.upper(),
                "bits per weight": float(8 * bytes_per_element(key))}
         math = {"bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8", "mxfp6": "fp6", "nvfp4": "fp4",
                 "mxfp4": "fp4"}.get(f.lower())
