@@ -10,7 +10,7 @@ name typical mistakes, each with the answer it leads to (computed, like the expe
 from the library); an answer that matches one gets the explanation of that mistake instead of
 the general hint.
 
-The chapter modules (``course.ch01`` ... ``course.ch08``) import this module and register their
+The chapter modules (``course.ch01`` ... ``course.ch09``) import this module and register their
 exercises; this module imports none of them. ``course.exercises`` imports them all, so that a
 notebook's ``from llm_roofline.course.exercises import check`` knows every exercise.
 """

@@ -21,7 +21,7 @@ How a chapter becomes a deck
     ``data-dpi``. A chapter whose tagged cells are all markdown is not executed.
 
 Chapters without tags
-    Chapters 01, 02 and 07 carry no slide tags yet (another contributor was editing them when the
+    Chapters 01, 02, 07 and 09 carry no slide tags yet (another contributor was editing them when the
     decks were added). For a notebook with no tag at all the deck falls back to an automatic
     selection, from the markdown alone: the title cell, every cell that opens with a section
     heading (``## ...``) other than the exercises, and the takeaways, each one slide. Tagging
