@@ -45,7 +45,8 @@ def _levels_by_hand(nb) -> dict[str, str]:
                                          ("Challenge:", "challenge")) if title.startswith(k)),
                          UNLEVELLED)
         for i in _REGISTRY:
-            if f'check("{i}"' in text and "solution" in cell["metadata"].get("tags", []):
+            if f'check("{i}"' in text and ("solution" in cell["metadata"].get("tags", [])
+                                           or "{exercise-start}" in text):  # or a by-hand question
                 levels[i] = level
     return levels
 
@@ -55,8 +56,10 @@ def test_points_by_level():
 
 
 def _ids_checked_in(nb) -> list[str]:
-    """Every exercise id a solution of the chapter checks, found by hand (a plain search)."""
-    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    """Every exercise id a solution of the chapter checks, or a by-hand problem's question names,
+    found by hand (a plain search)."""
+    text = "".join("".join(c["source"]) for c in nb["cells"]
+                   if c["cell_type"] == "code" or "{exercise-start}" in "".join(c["source"]))
     return sorted({i for i in _REGISTRY if f'check("{i}"' in text})
 
 

@@ -23,6 +23,8 @@ How a chapter becomes an assignment
       self-check uses, so there is one source of every answer. nbgrader removes the hidden part
       from the release.
 
+    A problem worked by hand (its solution is prose; its question names the check) is graded the
+    same way: the instructor's answer cell holds the registry's value.
     A solution without a numeric check (an explanation) is removed, as in the student edition,
     and so is one whose expected value depends on the reader's own machine (chapter 8 measures
     it): both stay self-study, with their worked solutions in the book. A design problem has no
@@ -185,11 +187,18 @@ def assignment(nb: dict) -> tuple[dict, list[Graded]]:
     levels = {ex.check_id: ex.level for ex in exercises_of(nb) if ex.check_id}
     cells, graded, run = [], [], []
     design: str | None = None  # the label of a design problem whose answer cell is due
+    asked: str | None = None  # the check the current exercise's question names
 
     def close_run():
         code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
                          for c in run if c["cell_type"] == "code")
         checks = _checks(code) if code else []
+        if not checks and asked in _REGISTRY and _expected(_REGISTRY[asked]) is not None:
+            # worked by hand (prose only): the instructor's source holds the value itself
+            name = asked.replace("-", "_")
+            code = (f"{name} = {_expected(_REGISTRY[asked])!r}  # worked by hand in the book\n"
+                    f"check({asked!r}, {name})")
+            checks = _checks(code)
         if len(checks) == 1 and checks[0][2] in _REGISTRY:
             exercise = _REGISTRY[checks[0][2]]
             expected = _expected(exercise)
@@ -210,7 +219,10 @@ def assignment(nb: dict) -> tuple[dict, list[Graded]]:
         if design and cell["cell_type"] == "markdown":
             cells.append(_design_answer_cell(design))
             design = None
-        problem = [ex for ex in exercises_of({"cells": [cell]}) if ex.design]
+        starts = exercises_of({"cells": [cell]})
+        if starts:
+            asked = starts[0].check_id
+        problem = [ex for ex in starts if ex.design]
         if problem:
             design = problem[0].label
         cell = dict(cell)

@@ -54,7 +54,8 @@ class ExerciseInfo:
     title: str  # the bold first sentence without its level, e.g. "FP8 ridge."
     level: str | None  # "warm-up", "core" or "challenge"; None when the title names none
     design: bool  # a design problem: open-ended, graded by a rubric, no solution in the notebook
-    check_id: str | None  # the id its solution checks with check("<id>", value), if any
+    check_id: str | None  # the id its solution checks with check("<id>", value), or else the id
+    # its question names (a problem worked by hand has no code in its solution), if any
 
 
 def level_of(title: str) -> tuple[str | None, bool, str]:
@@ -77,8 +78,9 @@ def exercises_of(nb: dict) -> list[ExerciseInfo]:
         label = _LABEL.search(text) if cell["cell_type"] == "markdown" else None
         if label:
             title = _TITLE.search(text[label.end():])
+            asked = _CHECK.findall(text[label.end():])  # a by-hand problem names its check
             found.append({"label": label.group(1), "title": title.group(1) if title else "",
-                          "check_id": None})
+                          "check_id": None, "asked": asked[0] if asked else None})
             continue
         tags = (cell.get("metadata") or {}).get("tags", [])
         if found and "solution" in tags and found[-1]["check_id"] is None:
@@ -88,7 +90,7 @@ def exercises_of(nb: dict) -> list[ExerciseInfo]:
     out = []
     for ex in found:
         level, design, rest = level_of(ex["title"])
-        out.append(ExerciseInfo(ex["label"], rest, level, design, ex["check_id"]))
+        out.append(ExerciseInfo(ex["label"], rest, level, design, ex["check_id"] or ex["asked"]))
     return out
 
 
