@@ -1,11 +1,15 @@
 """Time one vectorised ``estimate`` sweep of 100,000 (batch, context) points; print JSON.
 
-Run: ``python benchmarks/bench_estimate.py``. The first call also lambdifies the SymPy
-expressions (once per model structure); the figure that matters is the best warm call.
+The first call also lambdifies the SymPy expressions (once per model structure); the figure
+that matters is the best warm call.
+
+    python benchmarks/bench_estimate.py [--repeats 5] [--smoke]
 """
 
+import argparse
 import json
 import platform
+import sys
 import time
 
 import numpy as np
@@ -13,8 +17,17 @@ import numpy as np
 import llm_roofline as lr
 
 
-def main(repeats: int = 5) -> dict:
-    batch, context = np.meshgrid(np.arange(1, 401), np.linspace(128, 7936, 250).astype(int))
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5, help="warm calls timed; the best is kept")
+    ap.add_argument("--smoke", action="store_true", help="a 100-point sweep, one warm call (CI)")
+    args = ap.parse_args(argv)
+    if not 1 <= args.repeats <= 1000:
+        ap.error(f"--repeats must be from 1 to 1000, got {args.repeats}")
+    n_batch, n_context = (10, 10) if args.smoke else (400, 250)
+    repeats = 1 if args.smoke else args.repeats
+    batch, context = np.meshgrid(np.arange(1, n_batch + 1),
+                                 np.linspace(128, 7936, n_context).astype(int))
     results = {}
     for name, gpus in (("llama-3-70b", 4), ("deepseek-v3", 8)):
         cfg = lr.get_model(name)
@@ -28,6 +41,7 @@ def main(repeats: int = 5) -> dict:
     return {
         "benchmark": "estimate sweep",
         "points": int(batch.size),
+        "smoke": args.smoke,
         "python": platform.python_version(),
         "numpy": np.__version__,
         "machine": platform.machine(),
@@ -36,4 +50,4 @@ def main(repeats: int = 5) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(), indent=2))
+    print(json.dumps(main(sys.argv[1:]), indent=2))

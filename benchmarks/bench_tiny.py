@@ -1,176 +1,224 @@
-"""Does the tiny NumPy Llama sit on the roofline it teaches? Prints JSON.
+"""Does the tiny NumPy Llama sit on the roofline it teaches, and keep up with PyTorch? Prints JSON.
 
 For a model whose weights (about 250 MB in float32) are far larger than the last-level
-cache, at batch 1:
+cache, at batch 1, side by side with PyTorch eager running transformers' Llama on the same
+weights, with the same number of threads:
 
-* a decode step should move its bytes (weights + KV cache) at >= 70 % of the host's copy
-  bandwidth (memory-bound: GEMV);
-* a prefill of 512 tokens should reach >= 60 % of the host's float32 matmul peak
-  (compute-bound: GEMM).
+* a decode step should read its bytes (weights + KV cache) at >= 85 % of the host's copy
+  bandwidth, and take no longer than torch's step (memory-bound: GEMV);
+* a prefill of 512 tokens should run at >= 80 % of the host's float32 GEMM rate, and take at
+  most 1.2 x torch's time (compute-bound: GEMM).
 
-Both are timed with the tally off and on. The host figures come from llm_roofline.measure,
-and the BLAS kernel in use is reported (OPENBLAS_CORETYPE can force a slower one). A last
-section times a decode step of a model so small that the Python around the operations is most
-of its time: there the cost of the tally's bookkeeping, off and on, shows. The last section
-times the pitfall the model avoids by keeping activations 2-D ``[tokens, features]``:
-a stacked 3-D operand against a transposed weight, which NumPy runs as one BLAS call per
-batch row (and einsum, here, without BLAS).
+Host, NumPy and torch are timed in the same rounds, each figure the best of several samples
+(``llm_roofline.measure.timing``): another program can only slow a sample down. With
+``--threads 1`` each sample is the thread's CPU time, which leaves out the time another
+program held the core (on a shared machine, the steadier figure). The load
+average is recorded before and after, and a spread between samples over 25 % is reported
+as a disturbed run. NumPy multiplies with its OpenBLAS, torch with its own BLAS (MKL or
+oneDNN in the x86 wheels): both are named. ``--smoke`` runs a tiny model for seconds (CI).
 
-    python benchmarks/bench_tiny.py [--prompt 512] [--rounds 5] [--repeats 3]
+    python benchmarks/bench_tiny.py [--prompt 512] [--rounds 3] [--repeats 5] [--threads N]
 """
+
+from __future__ import annotations
 
 import argparse
 import json
-from statistics import median
+import os
+import sys
 
 import numpy as np
 
 from llm_roofline import counts
-from llm_roofline.measure import blas_info, copy_bandwidth, matmul_peak, matvec_bandwidth, median_seconds
+from llm_roofline.measure import (
+    DISTURBED_SPREAD,
+    _copy_kernel,
+    _matmul_kernel,
+    blas_info,
+    blas_threads,
+    default_clock,
+    disturbance,
+    load_average,
+    timing,
+)
 from llm_roofline.models import ModelConfig
-from llm_roofline.tiny import Tally, TinyLlama, weight_shapes
+from llm_roofline.tiny import Tally, TinyLlama
 
 CFG = ModelConfig("bench-250MB", vocab_size=8192, hidden_size=1024, intermediate_size=2816,
                   n_layers=4, n_heads=16, n_kv_heads=4, head_dim=64, max_context=1024)
-
-
-def profile(tally, phase, top=6):
-    """The operations that took most of the phase's time, with their share."""
-    rows = [r for r in tally.rows() if r["phase"] == phase]
-    wall = sum(r["seconds"] for r in rows)
-    rows.sort(key=lambda r: -r["seconds"])
-    return {r["op"]: round(r["seconds"] / wall, 3) for r in rows[:top]}
-
-
-def pitfall(repeats):
-    """x @ W.T, a 134 MB weight: stacked 3-D ``[B, n, d]`` vs flat 2-D ``[B*n, d]``, GFLOP/s.
-
-    NumPy runs a stacked product as one BLAS call per batch row, so a batched decode step
-    reads the weights B times; einsum does not use BLAS at all here.
-    """
-    w = np.random.default_rng(0).standard_normal((8192, 4096), dtype=np.float32)
-    out = {}
-    for name, (b, n) in {"decode_batch_8": (8, 1), "prefill_batch_4x128": (4, 128)}.items():
-        x3 = np.ones((b, n, w.shape[1]), np.float32)
-        x2 = x3.reshape(b * n, w.shape[1])
-        flops = 2 * b * n * w.size
-        runs = {
-            "stacked_3d_GFLOPS": lambda x3=x3: x3 @ w.T,
-            "flat_2d_GFLOPS": lambda x2=x2: x2 @ w.T,
-            "einsum_GFLOPS": lambda x3=x3: np.einsum("bnd,od->bno", x3, w),
-        }
-        out[name] = {k: flops / median_seconds(fn, repeats) / 1e9 for k, fn in runs.items()}
-    return out
-
-
-SMALL = ModelConfig("bench-small", vocab_size=256, hidden_size=64, intermediate_size=172,
+SMOKE = ModelConfig("bench-smoke", vocab_size=256, hidden_size=64, intermediate_size=172,
                     n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, max_context=64)
+TARGETS = {"decode_fraction_of_copy": 0.85, "decode_time_vs_torch": 1.0,
+           "prefill_fraction_of_gemm": 0.80, "prefill_time_vs_torch": 1.2}
 
 
-def small_model_overhead(repeats):
-    """Microseconds per decode step (batch 1, context 17) of :data:`SMALL`, tally off and on."""
-    model = TinyLlama.random(SMALL, seed=0)
-    _, cache = model.prefill(np.arange(16)[None], max_len=32)
-    last = np.array([3])
+def torch_side(cfg, threads):
+    """transformers' Llama with random weights, eager attention, float32; None without torch."""
+    try:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as err:
+        return None, f"torch or transformers not installed ({err.name})"
+    torch.manual_seed(0)
+    torch.set_num_threads(threads)
+    config = LlamaConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size, num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
+        head_dim=cfg.head_dim, max_position_embeddings=cfg.max_context,
+        rope_theta=cfg.rope_theta, rms_norm_eps=cfg.norm_eps, tie_word_embeddings=False,
+        attn_implementation="eager")
+    model = LlamaForCausalLM(config).eval().to(torch.float32)
+    return model, None
 
-    def step(on):
-        model.decode(last, cache, tally=Tally() if on else None)
-        cache.length -= 1
 
-    # several rounds, alternating, so that a busy machine slows both alike; median of rounds
-    times = {False: [], True: []}
-    for _ in range(5):
-        for on in (False, True):
-            times[on].append(median_seconds(lambda on=on: step(on), repeats))
-    return {"decode_us_tally_off": 1e6 * median(times[False]),
-            "decode_us_tally_on": 1e6 * median(times[True])}
+def torch_blas() -> dict:
+    import torch
+
+    shown = torch.__config__.show()
+    blas = next((part.split("=", 1)[1] for part in shown.replace(",", " ").split()
+                 if part.startswith("BLAS_INFO=")), None)
+    return {"torch": torch.__version__, "blas": blas, "mkldnn": torch.backends.mkldnn.is_available(),
+            "threads": torch.get_num_threads()}
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompt", type=int, default=512, help="prefill length = decode context")
-    ap.add_argument("--rounds", type=int, default=5, help="rounds of host + model timings")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per figure and round")
-    args = ap.parse_args()
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of host, NumPy and torch timings")
+    ap.add_argument("--repeats", type=int, default=5, help="samples per figure and round")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="threads for NumPy's BLAS and for torch (default: every CPU)")
+    ap.add_argument("--copy-mb", type=int, default=256, help="copy benchmark arrays, MB")
+    ap.add_argument("--gemm-n", type=int, default=2048, help="GEMM benchmark matrix side")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a tiny model and tiny sizes, for seconds (CI checks the script runs)")
+    args = ap.parse_args(argv)
+    cfg = CFG
+    if args.smoke:
+        cfg = SMOKE
+        args.prompt, args.rounds, args.repeats = 16, 1, 2
+        args.copy_mb, args.gemm_n = 8, 128
+    if not 1 <= args.prompt < cfg.max_context:
+        ap.error(f"--prompt must be from 1 to {cfg.max_context - 1}, got {args.prompt}")
+    for name in ("rounds", "repeats", "threads"):
+        if not 1 <= getattr(args, name) <= 1000:
+            ap.error(f"--{name} must be from 1 to 1000, got {getattr(args, name)}")
 
-    model = TinyLlama.random(CFG, seed=0, dtype=np.float32)
-    weight_mb = sum(int(np.prod(s)) for s in weight_shapes(CFG).values()) * 4 / 1e6
-    prompt = np.random.default_rng(0).integers(0, CFG.vocab_size, (1, args.prompt))
-    _, cache = model.prefill(prompt)
+    hf, why_not = (None, "--no-torch") if args.no_torch else torch_side(cfg, args.threads)
+    if hf is not None:
+        import torch
+
+        state = {k: v.numpy() for k, v in hf.state_dict().items()}
+        model = TinyLlama(cfg, state)
+    else:
+        model = TinyLlama.random(cfg, seed=0)
+    P = args.prompt
+    prompt = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, P))
     last = prompt[:, -1]
+    _, cache = model.prefill(prompt, max_len=P + 1, logits="last")
 
-    def prefill(on):
-        model.prefill(prompt, tally=Tally() if on else None)
+    def np_prefill():
+        model.prefill(prompt, max_len=P + 1, logits="last")
 
-    def step(on):  # one decode step at context prompt + 1, then rewind so every run is the same
-        model.decode(last, cache, tally=Tally() if on else None)
-        cache.length -= 1
+    def np_decode():  # one step at context P + 1, rewound so that every sample is the same
+        cache.length = P
+        model.decode(last, cache)
 
-    # FLOPs as executed (the whole score block, then masked) and as a causal kernel needs them
-    pre = counts.op_costs(CFG, 1, args.prompt, weight_dtype="fp32", causal=False)
-    pre_causal = counts.op_costs(CFG, 1, args.prompt, weight_dtype="fp32", causal=True)
-    dec = counts.op_costs(CFG, 1, 1, args.prompt, weight_dtype="fp32")
+    figures = {"numpy_prefill": np_prefill, "numpy_decode": np_decode}
+    if hf is not None:
+        ids = torch.from_numpy(prompt)
+        nxt = torch.from_numpy(last[:, None])
+        with torch.inference_mode():
+            out = hf(ids, use_cache=True, logits_to_keep=1)
+        past = getattr(out, "cache", None) or out.past_key_values
+        logits_np, _ = model.prefill(prompt, max_len=P + 1, logits="last")
+        agree = float(np.max(np.abs(out.logits.numpy() - logits_np)) /
+                      np.max(np.abs(logits_np)))
+
+        def torch_prefill():
+            with torch.inference_mode():
+                hf(ids, use_cache=True, logits_to_keep=1)
+
+        def torch_decode():  # one step at context P + 1, rewound as NumPy's is
+            extra = past.get_seq_length() - P
+            if extra > 0:
+                past.crop(-extra)
+            with torch.inference_mode():
+                hf(nxt, cache=past, use_cache=True)
+
+        figures |= {"torch_prefill": torch_prefill, "torch_decode": torch_decode}
+
+    copy_fn, copy_bytes = _copy_kernel(args.copy_mb)
+    gemm_fn, gemm_flops = _matmul_kernel(args.gemm_n, "fp32")
+    figures = {"copy": copy_fn, "gemm": gemm_fn} | figures
+
+    load_before = load_average()
+    best = {k: float("inf") for k in figures}
+    spread = {k: 0.0 for k in figures}
+    waited = {k: 0.0 for k in figures}
+    clock = default_clock(args.threads)  # one thread: its CPU time, which skips the waits
+    with blas_threads(args.threads):
+        numpy_blas = blas_info()
+        for _ in range(args.rounds):  # the same rounds for all: a busy spell slows all alike
+            for name, fn in figures.items():
+                t = timing(fn, args.repeats, 0.002, clock)
+                best[name] = min(best[name], t["seconds"])
+                spread[name] = max(spread[name], t["spread"])
+                waited[name] = max(waited[name], t["waited"])
+        tally = Tally()
+        np_decode_on = timing(lambda: (setattr(cache, "length", P),
+                                       model.decode(last, cache, tally=Tally())),
+                              args.repeats, 0.002, clock)["seconds"]
+        model.prefill(prompt, max_len=P + 1, logits="last", tally=tally)
+        cache.length = P
+        model.decode(last, cache, tally=tally)
+    load_after = load_average()
+
+    copy_GBps = copy_bytes / best["copy"] / 1e9
+    gemm_GFLOPS = gemm_flops / best["gemm"] / 1e9
+    pre = counts.op_costs(cfg, 1, P, weight_dtype="fp32", causal=False, logits="last")
+    dec = counts.op_costs(cfg, 1, 1, P, weight_dtype="fp32")
     # what a decode step must move: every weight but the embedding table, and the KV cache
     weights_kv = sum(w.nbytes for k, w in model.w.items() if k != "model.embed_tokens.weight")
     weights_kv += dec["kv_read"].bytes_read
-
-    # Host and model are timed in the same rounds, so that a busy machine slows both alike;
-    # each figure is the median over rounds.
-    keys = ("copy_GBps", "matvec_GBps", "matmul_GFLOPS", "prefill_s", "prefill_tally_s",
-            "decode_s", "decode_tally_s")
-    rounds = {k: [] for k in keys}
-    for _ in range(args.rounds):
-        rounds["copy_GBps"].append(copy_bandwidth(512, args.repeats))
-        rounds["matvec_GBps"].append(matvec_bandwidth(512, args.repeats))
-        rounds["matmul_GFLOPS"].append(matmul_peak(2048, args.repeats))
-        for on in (False, True):
-            rounds["prefill_tally_s" if on else "prefill_s"].append(
-                median_seconds(lambda on=on: prefill(on), args.repeats))
-            rounds["decode_tally_s" if on else "decode_s"].append(
-                median_seconds(lambda on=on: step(on), 5 * args.repeats))
-    m = {k: median(v) for k, v in rounds.items()}
-    decode_GBps = weights_kv / m["decode_s"] / 1e9
-    prefill_GFLOPS = counts.total(pre).flops / m["prefill_s"] / 1e9
-
-    tally = Tally()
-    model.prefill(prompt, tally=tally)
-    model.decode(last, cache, tally=tally)
-    cache.length -= 1
-
-    report = {
-        "config": {"name": CFG.name, "weights_MB": weight_mb, "batch": 1, "prompt": args.prompt},
-        "host": {k: m[k] for k in ("copy_GBps", "matvec_GBps", "matmul_GFLOPS")}
-        | {"blas": blas_info()},
-        "decode_step": {
-            "bytes_weights_and_kv": weights_kv,
-            "bytes_counted": counts.total(dec).bytes,
-            "seconds_tally_off": m["decode_s"],
-            "seconds_tally_on": m["decode_tally_s"],
-            "GBps_weights_and_kv": decode_GBps,
-            "fraction_of_copy_bandwidth": decode_GBps / m["copy_GBps"],
-            "fraction_of_matvec_bandwidth": decode_GBps / m["matvec_GBps"],
-            "target_fraction_of_copy": 0.70,
-            "note": "copy bandwidth counts 2 x size (STREAM); write-allocate can make the bus "
-                    "carry up to 3 x size on x86, so this read-mostly step may exceed 100 % of "
-                    "it; compare with fraction_of_matvec_bandwidth",
-            "profile": profile(tally, "decode"),
-        },
-        "prefill": {
-            "flops_executed": counts.total(pre).flops,
-            "flops_causal": counts.total(pre_causal).flops,
-            "seconds_tally_off": m["prefill_s"],
-            "seconds_tally_on": m["prefill_tally_s"],
-            "GFLOPS_executed": prefill_GFLOPS,
-            "fraction_of_matmul_peak": prefill_GFLOPS / m["matmul_GFLOPS"],
-            "target_fraction_of_peak": 0.60,
-            "profile": profile(tally, "prefill"),
-        },
-        "rounds": rounds,
-        "small_model_python_overhead": small_model_overhead(400 * args.repeats),
-        "pitfall_stacked_3d_matmul": pitfall(args.repeats),
+    assert tally.costs("prefill") == pre and tally.costs("decode") == dec  # the tally is exact
+    decode_GBps = weights_kv / best["numpy_decode"] / 1e9
+    prefill_GFLOPS = counts.total(pre).flops / best["numpy_prefill"] / 1e9
+    ratios = {
+        "decode_fraction_of_copy": decode_GBps / copy_GBps,
+        "prefill_fraction_of_gemm": prefill_GFLOPS / gemm_GFLOPS,
     }
-    print(json.dumps(report, indent=2))
+    if hf is not None:
+        ratios["decode_time_vs_torch"] = best["numpy_decode"] / best["torch_decode"]
+        ratios["prefill_time_vs_torch"] = best["numpy_prefill"] / best["torch_prefill"]
+    met = {k: (v >= TARGETS[k] if "fraction" in k else v <= TARGETS[k]) for k, v in ratios.items()}
+    load = max((x for x in (load_before, load_after) if x is not None), default=None)
+    report = {
+        "config": {"name": cfg.name, "weights_MB": cfg.n_params * 4 / 1e6, "batch": 1,
+                   "prompt": P, "threads": args.threads, "rounds": args.rounds,
+                   "repeats": args.repeats, "clock": clock, "smoke": args.smoke},
+        "ratios": ratios,
+        "targets": TARGETS,
+        "targets_met": met,
+        "host": {"copy_GBps": copy_GBps, "copy_mb": args.copy_mb,
+                 "gemm_GFLOPS": gemm_GFLOPS, "gemm_n": args.gemm_n},
+        "decode_step": {"bytes_weights_and_kv": weights_kv,
+                        "bytes_counted": counts.total(dec).bytes,
+                        "numpy_s": best["numpy_decode"], "numpy_tally_on_s": np_decode_on,
+                        "torch_s": best.get("torch_decode"), "GBps": decode_GBps},
+        "prefill": {"flops": counts.total(pre).flops, "numpy_s": best["numpy_prefill"],
+                    "torch_s": best.get("torch_prefill"), "GFLOPS": prefill_GFLOPS},
+        "blas": {"numpy": numpy_blas, "torch": torch_blas() if hf is not None else why_not},
+        "logits_max_rel_diff_vs_torch": agree if hf is not None else None,
+        "spread": spread,
+        "waited": waited,
+        "load_average": {"before": load_before, "after": load_after},
+        "disturbed": disturbance(spread, DISTURBED_SPREAD, load, os.cpu_count(), waited),
+    }
+    return report
 
 
 if __name__ == "__main__":
-    main()
+    print(json.dumps(main(sys.argv[1:]), indent=2))

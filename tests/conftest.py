@@ -44,13 +44,21 @@ def tex_missing() -> list[str]:
     return [tool for tool in TEX_TOOLS if shutil.which(tool) is None]
 
 
-def _jupyter_book(*args: str, log: str, env: dict | None = None) -> None:
-    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), *args]
+def _run(cmd: list[str], log: str, env: dict | None = None) -> None:
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})})
     text = proc.stdout + proc.stderr
     (ROOT / "_build").mkdir(exist_ok=True)
     (ROOT / "_build" / log).write_text(text)
-    assert proc.returncode == 0, f"jupyter-book build failed (see _build/{log}):\n{text[-6000:]}"
+    assert proc.returncode == 0, f"{' '.join(cmd[-3:])} failed (see _build/{log}):\n{text[-6000:]}"
+
+
+def _jupyter_book(*args: str, log: str) -> None:
+    _run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), *args], log)
+
+
+def _pdf(*args: str, log: str) -> None:
+    """The PDF as `make pdf` (or `make pdf-student`) builds it: tools/pdf.py."""
+    _run([sys.executable, str(ROOT / "tools" / "pdf.py"), *args], log)
 
 
 def _need_tex() -> None:
@@ -70,7 +78,7 @@ def built_pdf() -> Path:
     jupyter cache (_build/.jupyter_cache) that the website's build then reads, and the other way
     round: whichever runs first warms the cache for the other."""
     _need_tex()
-    _jupyter_book("--builder", "pdflatex", "--warningiserror", "--keep-going", log="build-pdf.log")
+    _pdf(log="build-pdf.log")
     assert PDF.is_file(), f"{PDF} was not written"
     return PDF
 
@@ -78,9 +86,7 @@ def built_pdf() -> Path:
 @pytest.fixture(scope="session")
 def built_student_pdf(built_pdf) -> Path:
     """`make pdf-student`: the PDF without worked solutions (after the PDF: the cache is warm)."""
-    _jupyter_book("--builder", "pdflatex", "--warningiserror", "--keep-going",
-                  "--path-output", str(ROOT / "_build" / "student"),
-                  log="build-student-pdf.log", env={"BOOK_EDITION": "student"})
+    _pdf("--student", log="build-student-pdf.log")
     assert STUDENT_PDF.is_file(), f"{STUDENT_PDF} was not written"
     return STUDENT_PDF
 

@@ -152,3 +152,54 @@ def test_nbgrader_grades_a_right_an_empty_and_a_wrong_submission(tmp_path):
     assert math.isclose(scores["right"], total)
     assert scores["empty"] == 0
     assert math.isclose(scores["wrong"], total - wrong.points)
+
+
+def test_the_release_has_no_check_call_for_a_graded_answer():
+    for name in CHAPTERS:
+        source, graded = assignment(json.loads((NOTEBOOKS / f"{name}.ipynb").read_text()))
+        text = json.dumps(source)
+        for g in graded:  # in the prose, the answer cells and the tests alike
+            assert f'check(\\"{g.id}\\"' not in text and f"check('{g.id}'" not in text, (name, g.id)
+            assert f"`{g.variable}` in the answer cell below" in text, (name, g.id)
+        if graded:
+            assert "Check numeric answers with" not in text
+
+
+@pytest.mark.slow
+def test_a_copy_of_the_course_in_another_folder_grades(tmp_path):
+    """The course travels: written in one folder, copied to another, the original removed,
+    nbgrader's autograde in the copy gives a right submission its points and a blank one 0."""
+    name = "05_kv_cache"
+    first, copy_ = tmp_path / "built", tmp_path / "elsewhere" / "course"
+    graded = write_course(NOTEBOOKS, first, [name])[name]
+    total = sum(g.points for g in graded)
+    config = (first / "nbgrader_config.py").read_text()
+    assert str(first) not in config and "CourseDirectory.root" not in config.split("\nc = ")[1]
+    import shutil
+
+    shutil.copytree(first, copy_)
+    shutil.rmtree(first)
+    release = json.loads((copy_ / "release" / name / f"{name}.ipynb").read_text())
+    text = json.dumps(release)
+    for g in graded:
+        assert f'check(\\"{g.id}\\"' not in text
+    source = json.loads((copy_ / "source" / name / f"{name}.ipynb").read_text())
+    solved = {c["metadata"]["nbgrader"]["grade_id"]:
+              c["source"].replace("### BEGIN SOLUTION\n", "").replace("\n### END SOLUTION", "")
+              for c in _nbgrader_cells(source, "solution")}
+    for student, answers in (("right", solved), ("blank", {})):
+        nb = copy.deepcopy(release)
+        for cell in _nbgrader_cells(nb, "solution"):
+            cell["source"] = answers.get(cell["metadata"]["nbgrader"]["grade_id"], cell["source"])
+        folder = copy_ / "submitted" / student / name
+        folder.mkdir(parents=True)
+        (folder / f"{name}.ipynb").write_text(json.dumps(nb))
+    _nbgrader(copy_, "autograde", name, "--force")
+    assert not first.exists()
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{copy_ / 'gradebook.db'}") as gradebook:
+        scores = {s: gradebook.find_submission(name, s).score for s in ("right", "blank")}
+    assert math.isclose(scores["right"], total) and total > 0
+    assert scores["blank"] == 0

@@ -430,7 +430,7 @@ def test_unknown_names_get_one_message_format(call):
     (["--mbu", "0x1"], "--mbu takes a number"),
     (["--kv-dtype", ""], "unknown dtype ''"),
     (["--dtype", ""], "unknown dtype ''"),
-    (["--prompt", "100000"], "--prompt + --output = 100,256 exceeds"),
+    (["--prompt", "100000"], "--prompt + --output = 100,256 tokens exceeds"),
     (["--gpu-file", "/dev/zero"], "/dev/zero"),
 ])
 def test_the_command_line_speaks_with_one_voice(capsys, argv, match):

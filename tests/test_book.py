@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import toc_files
+from conftest import ROOT, toc_files
 
 pytestmark = pytest.mark.slow
 
@@ -103,6 +103,17 @@ def test_no_page_prints_a_warning(built_book):
                 text = re.sub(r"<[^>]+>", "", block).strip()
                 found.append(f"{page.relative_to(built_book)}: {text[:200]}")
     assert not found, "warnings printed into pages:\n" + "\n".join(found)
+
+
+def test_the_build_logs_carry_no_kernel_warning(built_book):
+    """The logs of `make book` (the PDF's and the website's) carry no warning from the kernels the
+    build starts: ipykernel from 7.3 logs one over a localhost TCP connection for each (pinned below)."""
+    logs = [ROOT / "_build" / name for name in ("build-pdf.log", "build.log")]
+    found = [f"{log.name}: {line.strip()[:160]}" for log in logs if log.exists()
+             for line in log.read_text(errors="replace").splitlines()
+             if "without encryption" in line or "[IPKernelApp] WARNING" in line]
+    assert (ROOT / "_build" / "build.log").exists()
+    assert not found, "kernel warnings in the build logs:\n" + "\n".join(found)
 
 
 def test_the_student_edition_is_a_download_of_the_site(built_book):

@@ -8,9 +8,10 @@ import sys
 import pytest
 
 import llm_roofline as lr
-from llm_roofline.cli import _time, main
+from llm_roofline.cli import SIGNIFICANT_FIGURES, _time, main
 
 GIB = 2**30
+JSON_REL = 10.0 ** (1 - SIGNIFICANT_FIGURES)  # --json rounds: a bound on its relative error
 
 
 def run(capsys, *argv):
@@ -116,8 +117,9 @@ def test_a_sweep_prints_one_row_per_point(capsys):
     assert [r["batch"] for r in results] == [1, 8, 32, 128]
     for r in results:
         est = lr.estimate("llama-3-8b", "h100", r["batch"], 2048, 256)
-        assert r["tpot_s"] == pytest.approx(est.tpot_s, rel=1e-12)
-        assert r["throughput_tok_s"] == pytest.approx(r["batch"] / r["tpot_s"], rel=1e-12)
+        assert r["tpot_kernel_s"] == pytest.approx(est.tpot_kernel_s, rel=JSON_REL)
+        assert r["throughput_kernel_tok_s"] == pytest.approx(r["batch"] / r["tpot_kernel_s"],
+                                                             rel=JSON_REL)
     grid = strict_json(run(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "h100",
                            "--batch", "1,2", "--prompt", "128,256", "--output", "16", "--json")[1])
     assert [(r["batch"], r["prompt_len"]) for r in grid] == [(1, 128), (1, 256), (2, 128), (2, 256)]
@@ -132,8 +134,8 @@ def test_config_folder_and_the_models_own_name(capsys, tmp_path):
                              "--json", "--batch", "4", "--mbu", "0.7", "--queue", "0.1")[1])
     assert result["model"] == "Qwen/Qwen2.5-7B"  # the config's own name, not "config"
     est = lr.estimate(lr.get_model("qwen2.5-7b"), "a100", 4, 2048, 256, mbu=0.7, queue_s=0.1)
-    assert result["tpot_s"] == pytest.approx(est.tpot_s)
-    assert result["ttft_s"] == pytest.approx(est.ttft_s)
+    assert result["tpot_kernel_s"] == pytest.approx(est.tpot_kernel_s, rel=JSON_REL)
+    assert result["ttft_kernel_s"] == pytest.approx(est.ttft_kernel_s, rel=JSON_REL)
     assert result["memory_gib_per_gpu"]["capacity"] == 80  # an A100 80GB holds 80 GiB
     plain = tmp_path / "my-model"
     plain.mkdir()
@@ -175,7 +177,7 @@ def test_listings(capsys):
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--mbu", "5e-324"], "--mbu"),
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--mfu", "nan"], "--mfu"),
         (["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--queue", "-1"], "--queue"),
-        (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "3"], "--n-gpus (3)"),
+        (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "3"], "--n-gpus (3 GPUs)"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--prompt", "9000"],
          "max_context"),
         (["estimate", "--model", "llama-3-70b", "--gpu", "h100", "--dtype", "fp7"], "fp7"),
@@ -190,7 +192,7 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("llm_roofline: error:") and message in err
-    assert len(err) < 400  # a long bad value is shortened
+    assert len(err) < 600  # a long bad value is shortened (the list of 18 chips is ~430)
 
 
 def test_a_huge_batch_is_priced_exactly_not_overflowed(capsys):
@@ -199,7 +201,7 @@ def test_a_huge_batch_is_priced_exactly_not_overflowed(capsys):
                              "--batch", "68719476736", "--json")[1])
     per_token = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, 2 bytes
     assert result["memory_gib_per_gpu"]["kv_cache"] == pytest.approx(
-        68719476736 * (2048 + 256) * per_token / GIB, rel=1e-12)
+        68719476736 * (2048 + 256) * per_token / GIB, rel=1e-12)  # whole GiB: printed whole
     assert result["fits"] is False and result["memory_gib_per_gpu"]["free"] < 0
 
 
@@ -280,12 +282,15 @@ def test_realistic_is_a_labelled_calibrated_prediction_beside_the_bound(capsys):
     argv = ("estimate", "--model", "llama-3-8b", "--gpu", "h100", "--batch", "8")
     code, out, _ = run(capsys, *argv, "--realistic", "--engine", "vllm")
     assert code == 0 and "calibrated prediction (preset vLLM), not a floor" in out
-    assert "kernel by kernel at MBU = MFU = 1" in out
+    assert "kernel-by-kernel at MBU = MFU = 1" in out
     result = strict_json(run(capsys, *argv, "--realistic", "--json")[1])
     r = lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic=True)
-    assert result["kind"] == r.label and result["tpot_s"] == pytest.approx(r.estimate.tpot_s)
-    assert result["bound"]["tpot_s"] == pytest.approx(r.bound.tpot_s)
-    assert result["tpot_s"] > result["bound"]["tpot_s"]  # never faster than the bound
+    assert result["kind"] == r.label
+    assert result["tpot_predicted_s"] == pytest.approx(r.estimate.tpot_s, rel=JSON_REL)
+    assert result["tpot_kernel_s"] == pytest.approx(r.bound.tpot_kernel_s, rel=JSON_REL)
+    assert result["tpot_floor_s"] == pytest.approx(r.bound.tpot_floor_s, rel=JSON_REL)
+    assert result["tpot_predicted_s"] > result["tpot_kernel_s"]  # slower than the peaks'
+    assert not any(k in result for k in ("ttft_s", "tpot_s", "bound"))  # no unnamed time
     for bad, says in ((("--realistic", "--mbu", "0.7"), "drop --mbu"),
                       (("--engine", "vllm"), "add --realistic"),
                       (("--realistic", "--engine", "nim"), "unknown engine")):
@@ -307,7 +312,7 @@ def test_a_measured_machine_saved_to_a_file_is_an_accelerator_for_the_cli(capsys
     result = strict_json(run(capsys, *argv, "--gpu", "my laptop")[1])
     assert result["accelerator"] == "my laptop"
     # batch 1 decode reads the 8.03B fp32 weights (less the embedding) at 20 GB/s: about 1.5 s
-    assert result["tpot_s"] == pytest.approx(7.5e9 * 4 / 20e9, rel=0.02)
+    assert result["tpot_kernel_s"] == pytest.approx(7.5e9 * 4 / 20e9, rel=0.02)
     code, _, err = run(capsys, *argv, "--gpu", "h100")
     assert code == 2 and "my laptop" in err  # names what the file holds
     code, _, err = run(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "x", "--gpu-file",
@@ -320,21 +325,28 @@ def test_the_floor_beside_the_kernel_by_kernel_time(capsys):
     argv = ("estimate", "--model", "llama-3-70b", "--gpu", "h100", "--n-gpus", "8",
             "--batch", "64")
     code, out, _ = run(capsys, *argv)
-    assert code == 0 and "kernel by" in out and "floor" in out
+    assert code == 0 and "kernel-by-kernel" in out and "floor" in out
     lines = out.splitlines()
-    header = lines.index(next(x for x in lines if x.split() == ["floor", "by", "kernel"]))
-    assert out.splitlines()[header - 1].split() == ["kernel"]
+    header = lines.index(next(x for x in lines if x.split() == ["floor", "by-kernel"]))
+    assert lines[header - 1].split() == ["kernel-"]  # the column reads kernel-by-kernel
+    assert lines[header - 1].index("kernel-") == lines[header].index("by-kernel")
     est = lr.estimate("llama-3-70b", "h100", 64, 2048, 256, n_gpus=8)
     tpot = next(x for x in out.splitlines() if x.startswith("  TPOT, each user"))
-    assert tpot.split()[3:7] == [*_time(est.tpot_floor_s).split(), *_time(est.tpot_s).split()]
+    assert tpot.split()[3:7] == [*_time(est.tpot_floor_s).split(),
+                                 *_time(est.tpot_kernel_s).split()]
     ttft = next(x for x in out.splitlines() if x.startswith("  TTFT, whole batch"))
-    assert ttft.split()[3:7] == [*_time(est.ttft_floor_s).split(), *_time(est.ttft_s).split()]
+    assert ttft.split()[3:7] == [*_time(est.ttft_floor_s).split(),
+                                 *_time(est.ttft_kernel_s).split()]
     result = strict_json(run(capsys, *argv, "--json")[1])
-    assert result["tpot_floor_s"] == pytest.approx(est.tpot_floor_s, rel=1e-12)
-    assert result["ttft_floor_s"] == pytest.approx(est.ttft_floor_s, rel=1e-12)
-    assert result["throughput_floor_tok_s"] == pytest.approx(64 / est.tpot_floor_s, rel=1e-12)
-    assert result["tpot_floor_s"] < result["tpot_s"] and result["ttft_floor_s"] < result["ttft_s"]
-    assert result["throughput_floor_tok_s"] > result["throughput_tok_s"]
+    assert result["tpot_floor_s"] == pytest.approx(est.tpot_floor_s, rel=JSON_REL)
+    assert result["ttft_floor_s"] == pytest.approx(est.ttft_floor_s, rel=JSON_REL)
+    assert result["throughput_floor_tok_s"] == pytest.approx(64 / est.tpot_floor_s, rel=JSON_REL)
+    assert result["tpot_kernel_s"] == pytest.approx(est.tpot_kernel_s, rel=JSON_REL)
+    assert result["e2e_kernel_s"] == pytest.approx(est.e2e_kernel_s, rel=JSON_REL)
+    assert result["tpot_floor_s"] < result["tpot_kernel_s"]
+    assert result["ttft_floor_s"] < result["ttft_kernel_s"]
+    assert result["throughput_floor_tok_s"] > result["throughput_kernel_tok_s"]
+    assert not any(k in result for k in ("ttft_s", "tpot_s", "throughput_tok_s", "e2e_s"))
 
 
 def test_the_breakdown_names_each_resource_and_the_floor(capsys):
@@ -349,8 +361,179 @@ def test_the_breakdown_names_each_resource_and_the_floor(capsys):
     est = lr.estimate("llama-3-70b", "h100", 1024, 1024, 256, n_gpus=8)
     for phase in ("prefill", "decode"):
         busy = result["resources"][phase]
-        assert busy == {k: pytest.approx(v) if not isinstance(v, str) else v
+        assert busy == {k: pytest.approx(v, rel=JSON_REL) if not isinstance(v, str) else v
                         for k, v in est.resources(phase).items()}
         assert busy["floor"] >= max(busy[k] for k in ("compute", "memory", "interconnect",
                                                        "network"))
         assert busy["floor"] <= busy["kernel_by_kernel"]
+
+
+def _reals(x):
+    """Every real number (not bool, not int) in a parsed JSON value."""
+    if isinstance(x, dict):
+        for v in x.values():
+            yield from _reals(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from _reals(v)
+    elif isinstance(x, float):
+        yield x
+
+
+def _significant_digits(x: float) -> int:
+    """Digits of the mantissa Python prints, leading and trailing zeros dropped: 1.0 has 1,
+    1.0000000000000002 has 17, 0.0304043 has 6."""
+    mantissa = repr(abs(x)).lower().split("e")[0].replace(".", "")
+    return len(mantissa.strip("0")) or 1
+
+
+@pytest.mark.parametrize("extra", [
+    (),
+    ("--batch", "1,8,32,128"),
+    ("--batch", "64", "--breakdown"),
+    ("--realistic", "--batch", "8"),
+    ("--mbu", "0.7", "--mfu", "0.45", "--queue", "0.1", "--dtype", "int4"),
+    ("--model", "llama-3-70b", "--gpu", "4090"),  # does not fit
+    ("--model", "deepseek-v3", "--gpu", "h200", "--n-gpus", "8", "--dtype", "fp8"),
+])
+def test_json_reals_carry_no_float_noise(capsys, extra):
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100", "--json"]
+    if "--model" in extra:
+        argv = argv[:1] + ["--json"]
+    code, out, _ = run(capsys, *argv, *extra)
+    assert code == 0
+    reals = list(_reals(strict_json(out)))
+    assert len(reals) >= 15
+    for x in reals:  # a whole number is an exact count (FLOPs, bytes, GiB of capacity)
+        assert x.is_integer() or _significant_digits(x) <= SIGNIFICANT_FIGURES, x
+
+
+def test_the_issues_noise_is_gone(capsys):
+    """Batch 1 decode keeps the memory 100 % busy: it was 1.0000000000000002."""
+    out = run(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "h100", "--json")[1]
+    assert '"bandwidth_utilisation": 1.0,' in out
+    assert _significant_digits(1.0000000000000002) == 17 and _significant_digits(0.0304043) == 6
+
+
+def test_help_lists_every_spelling_of_a_precision(capsys):
+    """The README's --dtype fp8 is in --help, with every other spelling canonical() reads."""
+    from llm_roofline import dtypes
+
+    _, out, _ = run(capsys, "estimate", "--help")
+    text = " ".join(out.split())
+    dtype_help = text[text.index("--dtype DTYPE weight precision"):text.index("--compute-dtype DTYPE ")]
+    spellings = [*dtypes.list_dtypes(), *dtypes._ALIASES]  # the table canonical() reads
+    assert "fp8" in spellings and len(spellings) >= 19
+    for name in spellings:
+        assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", dtype_help), name
+        code, out, err = run(capsys, "estimate", "--model", "llama-3-8b", "--gpu", "h100",
+                             "--dtype", name, "--compute-dtype", "bf16", "--json")
+        assert code == 0, err  # each spelling the help lists is taken
+    assert "same spellings as --dtype" in text
+
+
+def test_the_readmes_library_example_runs_and_names_its_times():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    example = next(b for b in blocks if "lr.estimate(" in b)
+    namespace = {}
+    exec(example, namespace)  # noqa: S102  (the README's own code)
+    est = namespace["est"]
+    assert "ttft_kernel_s" in example and "ttft_floor_s" in example
+    assert est.ttft_floor_s <= est.ttft_kernel_s and est.tpot_floor_s <= est.tpot_kernel_s
+
+
+_UNIT = (r"(?:tokens?|GPUs?|users?|requests?|seconds|s|ms|us|GiB|GB/s|GB|bytes|points"
+         r"|attention heads|KV heads|weights|nodes?|%)(?![\w/])")
+_NUMBER = r"\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?"
+
+
+def unitless_numbers(message: str) -> list[str]:
+    """The numbers of a message that name no unit. Not counted: the echo of the bad value
+    (after ", got"), quoted names ('llama-3-70b'), an example of the syntax ("(e.g. 1,8)"), a
+    flag's value ("--batch 30"), digits inside a name (fp8, W4A16, n_gpus). A number passes
+    when a unit follows it, or follows the number it ranges to ("from 1 to 8 GPUs", "23.3 of
+    80.0 GiB"), or when its clause names the unit first ("a number of seconds >= 0") or says
+    it is a fraction (a dimensionless share: "a fraction of the peak from 0.001 to 1")."""
+    text = re.sub(r", got .*$", "", message)
+    text = re.sub(r"'[^']*'", "''", text)
+    text = re.sub(r"\(e\.g\. [^)]*\)", "", text)
+    text = re.sub(rf"--[a-z-]+ {_NUMBER}", "", text)
+    bad = []
+    for m in re.finditer(rf"(?<![\w.*'-]){_NUMBER}(?![\w*])", text):
+        after, clause = text[m.end():], re.split(r"[;:(]", text[:m.start()])[-1]
+        if re.match(rf"\s*(?:(?:to|of|and) {_NUMBER} )?{_UNIT}", after):
+            continue
+        if re.search(rf"\bof {_UNIT}|fraction", clause):
+            continue
+        bad.append(m.group())
+    return bad
+
+
+def test_the_unit_check_can_fail():
+    assert unitless_numbers("... with the reserve, and a GPU has 24.0") == ["24.0"]
+    assert unitless_numbers("max_context = 8192") == ["8192"]
+    assert unitless_numbers("n_gpus (3) must divide n_heads (64) of 'llama-3-70b'") == ["3", "64"]
+    assert unitless_numbers("n_gpus (3 GPUs) must divide n_heads (64 attention heads) of "
+                            "'llama-3-70b', got 3") == []
+
+
+CLI = ("estimate", "--model", "llama-3-70b", "--gpu", "h100")
+
+
+@pytest.mark.parametrize("argv", [
+    (*CLI, "--batch", "0"), (*CLI, "--prompt", "9000"), (*CLI, "--output", "0"),
+    (*CLI, "--n-gpus", "3"), (*CLI, "--n-gpus", "0"), (*CLI, "--mbu", "5"), (*CLI, "--queue", "-1"),
+    ("estimate", "--model", "qwen2.5-7b", "--gpu", "h100", "--n-gpus", "14"),
+    (*CLI, "--batch", ",".join(map(str, range(1, 40))), "--prompt", ",".join(map(str, range(1, 40)))),
+])
+def test_every_number_in_an_error_carries_its_unit(capsys, argv):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and re.search(r"\d", err)
+    assert unitless_numbers(err.strip()) == [], err
+
+
+def test_every_number_in_the_verdict_and_the_advice_carries_its_unit(capsys):
+    lines = []
+    for argv in (("estimate", "--model", "llama-3-70b", "--gpu", "4090"), SEVENTY_B,
+                 ("estimate", "--model", "llama-3-8b", "--gpu", "h100"),
+                 ("estimate", "--model", "llama-3-70b", "--gpu", "m4max")):
+        out = run(capsys, *argv)[1]
+        verdict = out.split("\n\n")[1].splitlines()
+        assert verdict[0].startswith(("FITS", "DOES NOT FIT"))
+        lines += verdict
+    assert any("a GPU has" in line for line in lines) and any("--n-gpus" in x for x in lines)
+    for line in lines:
+        assert unitless_numbers(line) == [], line
+
+
+def _message(call) -> str:
+    with pytest.raises(ValueError) as caught:
+        call()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: lr.estimate("llama-3-70b", "h100", 0, 1, 1),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 0, 1),
+    lambda: lr.estimate("llama-3-70b", "h100", [1, 2], 9000, 1),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, n_gpus=3),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, n_gpus=0),
+    lambda: lr.estimate("qwen2.5-7b", "h100", 1, 1, 1, n_gpus=14),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, mbu=2),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, queue_s=-1),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, reserve_fraction=2),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, prefill_chunk=2),
+    lambda: lr.estimate("llama-3-70b", "h100", 1, 1, 1, weight_group_size=0),
+    lambda: lr.vram.max_prompt_len("llama-3-8b", "h100", 0, 1),
+    lambda: lr.vram.max_prompt_len("llama-3-8b", "h100", 1, 10**6),
+    lambda: lr.vram.gpus_needed("llama-3-8b", "h100", 1, 1, 1, max_gpus=0),
+    lambda: lr.calculator.decode_step("llama-3-8b", "h100", 1, 10**6),
+])
+def test_every_number_in_a_library_message_carries_its_unit(call):
+    """The messages of deployment, vram and calculator that hold a number (the brief's grep)."""
+    message = _message(call)
+    assert re.search(r"\d", message.split(", got")[0]), message
+    assert unitless_numbers(message) == [], message

@@ -72,3 +72,11 @@ def test_bad_input_is_one_clear_error(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
     plt.close("all")
+
+
+def test_gemv_in_float32_is_half_a_flop_per_byte():
+    # 2 FLOPs per 4-byte weight: 0.5, not rounded to 0
+    words = " ".join(t.get_text() for t in _texts(diagrams.gemm_vs_gemv(512, 1536, 8, "fp32")))
+    assert "0.5 FLOP per byte" in words and "4 FLOP per byte" in words
+    assert "3.15 MB" in words  # 512 x 1,536 x 4 bytes
+    plt.close("all")

@@ -27,6 +27,34 @@ def test_public_api():
     assert isinstance(est.ttft_s, float) and isinstance(est.memory.kv_cache, float)
 
 
+def test_the_result_names_each_time_floor_or_kernel_by_kernel():
+    """``*_kernel_s`` beside ``*_floor_s``; the old names are aliases of the kernel-by-kernel
+    times; a calibrated prediction refuses the kernel-by-kernel names instead of wearing them."""
+    est = lr.estimate("llama-3-70b", "h100", 64, 2048, 256, n_gpus=8)
+    assert est.kind == "kernel by kernel"
+    for old, new in (("ttft_s", "ttft_kernel_s"), ("tpot_s", "tpot_kernel_s"),
+                     ("throughput_tok_s", "throughput_kernel_tok_s"), ("e2e_s", "e2e_kernel_s")):
+        assert getattr(est, old) == getattr(est, new), old
+    # kernel by kernel: the kernels' own times, one after another (the breakdown's rows)
+    for phase, total in (("prefill", est.ttft_kernel_s), ("decode", est.tpot_kernel_s)):
+        assert sum(row["time_s"] for row in est.breakdown(phase)) == pytest.approx(total)
+        assert est.resources(phase)["kernel_by_kernel"] == pytest.approx(total)
+    assert est.tpot_floor_s < est.tpot_kernel_s and est.ttft_floor_s < est.ttft_kernel_s
+    assert est.throughput_kernel_tok_s == pytest.approx(64 / est.tpot_kernel_s)
+    assert est.e2e_kernel_s == pytest.approx(est.ttft_kernel_s + 255 * est.tpot_kernel_s)
+    doc = " ".join(lr.calculator.Estimate.__doc__.split())
+    for name in ("ttft_kernel_s", "tpot_kernel_s", "ttft_floor_s", "tpot_floor_s",
+                 "``ttft_s``, ``tpot_s``, ``throughput_tok_s`` and ``e2e_s`` are the older names"):
+        assert name in doc, name
+    r = lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic=True)
+    assert r.estimate.kind == "calibrated prediction" and r.bound.kind == "kernel by kernel"
+    for name in ("ttft_kernel_s", "tpot_kernel_s", "throughput_kernel_tok_s", "e2e_kernel_s"):
+        with pytest.raises(ValueError, match=f"^{name}: this Estimate is a calibrated prediction"):
+            getattr(r.estimate, name)
+        assert getattr(r.bound, name) > 0
+    assert r.estimate.tpot_s > r.bound.tpot_kernel_s  # the prediction, under its old name
+
+
 # --- memory ----------------------------------------------------------------------------------
 def test_weights_and_kv_cache_exact_bf16():
     cfg = lr.get_model("llama-3-8b")
@@ -448,7 +476,7 @@ def test_moe_decode_reads_the_experts_the_batch_touches():
         (dict(batch=1.5), "batch"),
         (dict(prompt_len=0), "prompt_len"),
         (dict(output_len=-1), "output_len"),
-        (dict(prompt_len=8000, output_len=500), "max_context = 8192"),
+        (dict(prompt_len=8000, output_len=500), "max_context = 8,192 tokens"),
         (dict(n_gpus=3), "n_gpus"),
         (dict(n_gpus=0), "n_gpus"),
         (dict(weight_dtype="fp7"), "fp7"),

@@ -131,3 +131,20 @@ def test_roofline_5_serial_kernel_by_hand():
     nine = check("roofline-5", 9 * 1978.9e12 / 3.35e12 / 2)  # the 90 % intensity of the text
     assert not nine and "90 %" in str(nine) and "887" not in str(nine)
     assert not check("roofline-5", intensity)  # the intensity, not the batch
+
+
+def test_chapter_9_checks_by_hand():
+    # scale-1: one BF16 message of 1,024 tokens x 8192 numbers x 2 bytes = 16,777,216 bytes;
+    # a ring of 8 sends 2 x 7/8 of it from each GPU: 29.36 MB. In-switch reduction: 16.78 MB.
+    ring = 2 * 7 / 8 * 1024 * 8192 * 2 / 1e6
+    assert abs(ring - 29.36) < 0.01
+    assert check("scale-1", 29.4)
+    switch = check("scale-1", 16.78)
+    assert not switch and "switch" in str(switch)
+    # scale-2: per cached token a head does 2 x 576 + 2 x 512 = 2,176 FLOPs; 16 heads of 128
+    # on each of 8 GPUs, against FlashMLA's 656-byte FP8 latent: 34,816 / 656 = 53.07.
+    assert check("scale-2", 16 * 2176 / 656)
+    assert not check("scale-2", 128 * 2176 / 656)  # one GPU running every head
+    assert not check("scale-2", 16 * 2176 / 576)  # the latent at one byte a number
+    # scale-4: per GPU, not the node's eight
+    assert not check("scale-4", 8 * 4421.6)

@@ -108,15 +108,18 @@ def test_missing_precision_names_what_the_chip_has():
         get_accelerator("A100").peak("fp8")
     with pytest.raises(ValueError, match="M4 Max has no 'int8'"):
         get_accelerator("M4 Max").ridge("int8")
-    with pytest.raises(ValueError, match="unknown dtype"):
+    with pytest.raises(ValueError, match="H100 SXM has no 'fp6' peak"):
         get_accelerator("H100").peak("fp6")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        get_accelerator("H100").peak("fp5")
     assert get_accelerator("H100").peak("fp8_e5m2") == get_accelerator("H100").peak("FP8")
 
 
 def test_every_chip_is_complete_and_sourced():
     raw = json.loads(resources.files("llm_roofline").joinpath("data/accelerators.json").read_text())
     required = {"A100", "H100", "H200", "B200", "MI300X", "RTX 4090", "M4 Max", "A100 40GB", "H20",
-                "L40S", "GB200", "TPU v5e"}
+                "L40S", "GB200", "TPU v5e", "B300", "GB300", "MI325X", "MI355X", "GH200",
+                "TPU v6e"}
     assert {get_accelerator(n).name for n in required} <= set(list_accelerators())
     for record in raw["accelerators"]:
         fields = {"memory_gib", "bandwidth_gb_s", "peak_tflops", "interconnect",
@@ -137,14 +140,15 @@ def test_table_rows():
     assert a100["memory (GiB)"] == 80
     assert a100["fp8 peak (TFLOPS)"] is None and a100["fp8 ridge (FLOPs/byte)"] is None
     with pytest.raises(ValueError, match="unknown dtype"):
-        table(("fp6",))
+        table(("fp5",))
 
 
 @pytest.mark.parametrize(("name", "latency_us", "domain", "network_gb_s"), [
     ("A100", 3, 8, 50), ("H100", 3, 8, 100), ("H200", 3, 8, 100), ("B200", 3, 8, 100),
     ("MI300X", 3, 8, 100), ("RTX 4090", 4, 8, None), ("M4 Max", 0, 1, None),
     ("A100 40GB", 3, 8, 50), ("H20", 3, 8, 100), ("GB200", 3, 72, 100), ("L40S", 4, 8, None),
-    ("TPU v5e", 1, 256, None),
+    ("TPU v5e", 1, 256, None), ("B300", 3, 8, 200), ("GB300", 3, 72, 200),
+    ("MI325X", 3, 8, 100), ("MI355X", 3, 8, 100), ("GH200", 3, 256, None), ("TPU v6e", 1, 256, None),
 ])
 def test_collective_latency_domain_and_network(name, latency_us, domain, network_gb_s):
     chip = get_accelerator(name)
@@ -168,7 +172,8 @@ def test_allreduce_and_send_times():
 
 @pytest.mark.parametrize(("name", "in_switch"), [
     ("A100", False), ("H100", True), ("H200", True), ("B200", True), ("MI300X", False),
-    ("RTX 4090", False), ("M4 Max", False)])
+    ("RTX 4090", False), ("M4 Max", False), ("GB200", True), ("GB300", True), ("B300", True),
+    ("MI355X", False)])
 def test_in_switch_reduction_only_behind_nvlink_sharp_switches(name, in_switch):
     """NVLink SHARP: the third-generation NVSwitch (HGX H100/H200) and NVLink 5's switch
     (B200) sum an all-reduce themselves; A100's NVSwitch, MI300X's mesh and PCIe do not."""
@@ -190,3 +195,56 @@ def test_allreduce_floor_by_hand():
     assert latency == pytest.approx(chip.collective_latency_s + chip.network_latency_s)
     # the ring's time (the kernel-by-kernel one) is never below the floor's link time
     assert get_accelerator("H100").allreduce_s(8, m) > m / 450e9 + 3e-6
+
+
+# Dense peaks of the 2025-26 chips, by hand from each datasheet's own figures (TFLOP/s per
+# chip). NVIDIA quotes FP4/FP8/BF16 for a whole board or rack, mostly with 2:4 sparsity: the
+# dense per-GPU peak is the figure / GPUs (/ 2 where it is a sparse one).
+@pytest.mark.parametrize(("name", "precision", "tflops"), [
+    ("B200", "fp4", 144_000 / 8 / 2),     # HGX B200: FP4 144 PFLOPS sparse for 8 GPUs
+    ("B200", "fp6", 72_000 / 8 / 2),      # FP8/FP6 72 PFLOPS sparse for 8
+    ("GB200", "fp4", 1_440_000 / 72 / 2),  # GB200 NVL72: FP4 1,440 PFLOPS sparse for 72
+    ("B300", "fp4", 108_000 / 8),         # HGX B300: FP4 108 PFLOPS dense for 8
+    ("B300", "fp8", 72_000 / 8 / 2),
+    ("B300", "bf16", 36_000 / 8 / 2),
+    ("GB300", "fp4", 1_080_000 / 72),     # GB300 NVL72: FP4 1,080 PFLOPS dense for 72
+    ("GB300", "fp8", 720_000 / 72 / 2),
+    ("GB300", "bf16", 360_000 / 72 / 2),
+    ("MI325X", "bf16", 1307.4), ("MI325X", "fp8", 2614.9),  # dense, AMD's data sheet
+    ("MI355X", "bf16", 2516.6), ("MI355X", "fp8", 5033.2),
+    ("MI355X", "fp4", 10066.3), ("MI355X", "fp6", 10066.3),  # MXFP4 = MXFP6 rate on CDNA 4
+    ("GH200", "bf16", 1979 / 2), ("GH200", "fp8", 3958 / 2),  # GH200: sparse figures
+    ("TPU v6e", "bf16", 918), ("TPU v6e", "int8", 1836),
+])
+def test_2025_chip_peaks_by_hand(name, precision, tflops):
+    assert get_accelerator(name).peak(precision) == pytest.approx(tflops * 1e12, rel=1e-3)
+
+
+@pytest.mark.parametrize(("name", "gib", "gb_s"), [
+    ("B300", 288, 8000), ("GB300", 288, 8000), ("MI325X", 256, 6000), ("MI355X", 288, 8000),
+    ("GH200", 144, 4900), ("TPU v6e", 32, 1640)])
+def test_2025_chip_memory_by_hand(name, gib, gb_s):
+    chip = get_accelerator(name)
+    assert chip.memory_bytes == gib * 2**30 and chip.bandwidth == gb_s * 1e9
+
+
+def test_4_bit_formats_share_the_fp4_peak_and_a_chip_without_it_has_none():
+    """NVFP4 and MXFP4 run on the same FP4 tensor cores; an H100, an MI325X and a TPU have
+    none (W4A16 there runs its math at BF16, or FP8), so they have no FP4 peak to price."""
+    b200 = get_accelerator("B200")
+    assert b200.peak("nvfp4") == b200.peak("mxfp4") == b200.peak("fp4") == 9000e12
+    assert b200.peak("mxfp8") == b200.peak("fp8")
+    for name in ("H100", "H200", "MI300X", "MI325X", "TPU v6e", "GH200", "A100"):
+        assert not get_accelerator(name).has("fp4") and not get_accelerator(name).has("nvfp4")
+    with pytest.raises(ValueError, match="H100 SXM has no 'nvfp4' peak"):
+        get_accelerator("H100").peak("nvfp4")
+    # Blackwell Ultra has (almost) no INT8 tensor math: the data gives it none
+    assert not get_accelerator("B300").has("int8")
+
+
+def test_gb200_reduces_in_the_switch_like_b200():
+    """The same NVLink 5 switch: a 16 MiB all-reduce over 72 GPUs sends m each way once,
+    not a ring's 2 x 71/72 m (about 2x less)."""
+    m = 16 * 2**20
+    link, _, _ = get_accelerator("GB200").allreduce_floor(72, m)
+    assert link == pytest.approx(m / 900e9)

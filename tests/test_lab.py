@@ -36,9 +36,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# The reader's environment, as `make lab` runs it (.venv: requirements.txt alone). The tests run in
+# .venv-dev, whose JupyterLab also holds nbgrader's extensions: a reader must not see them.
+READER_BIN = ROOT / ".venv" / "bin"
+COURSE_TOOLS = ("nbgrader", "playwright", "torch", "transformers", "pytest", "hypothesis")
+
+
+def reader_bin() -> Path:
+    """The reader's .venv/bin (built by `make test` before the tests run); this interpreter's outside CI
+    when it is missing, with a skip of the checks that need it."""
+    if (READER_BIN / "jupyter").exists():
+        return READER_BIN
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{READER_BIN} is missing: `make test` builds the reader's environment first")
+    return Path(sys.executable).parent
+
+
 def lab_command(port: int) -> list[str]:
-    """JupyterLab on 127.0.0.1:port, no token, no browser; --allow-root when running as root."""
-    cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", f"--port={port}",
+    """JupyterLab from the reader's environment on 127.0.0.1:port, no token, no browser;
+    --allow-root when running as root."""
+    cmd = [str(reader_bin() / "jupyter"), "lab", "--no-browser", f"--port={port}",
            "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
            f"--ServerApp.root_dir={ROOT}", "--LabApp.news_url=",
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
@@ -85,6 +102,21 @@ def lab(tmp_path_factory):
             proc.kill()
             proc.wait()
         log.close()
+
+
+def test_the_readers_jupyterlab_holds_the_book_and_nothing_else():
+    if reader_bin() != READER_BIN:
+        pytest.skip(f"{READER_BIN} is missing (make lab builds it)")
+    listed = subprocess.run([str(READER_BIN / "jupyter"), "labextension", "list"],
+                            capture_output=True, text=True)
+    text = listed.stdout + listed.stderr
+    assert "jupyterlab-myst" in text and "not compatible" not in text and " X" not in text, text
+    assert "nbgrader" not in text.lower(), text
+    pip = subprocess.run([str(READER_BIN / "python"), "-m", "pip", "list", "--format=freeze"],
+                         capture_output=True, text=True, check=True).stdout.lower()
+    installed = {line.split("==")[0] for line in pip.splitlines()}
+    assert not installed & set(COURSE_TOOLS), f"course tools in the reader's environment: " \
+        f"{sorted(installed & set(COURSE_TOOLS))}"
 
 
 def test_lab_command_allows_root_only_as_root():

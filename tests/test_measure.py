@@ -59,7 +59,7 @@ def test_bad_sizes_are_rejected(call, match):
     lambda: M.copy_bandwidth(M.MAX_SIZE_MB + 1),
 ])
 def test_sizes_beyond_the_upper_bound_are_a_value_error_not_a_memory_error(call):
-    with pytest.raises(ValueError, match="size_mb must be an integer from 1 to 65,536"):
+    with pytest.raises(ValueError, match="size_mb must be an integer from 1 to 2,048"):
         call()
 
 
@@ -265,3 +265,177 @@ def test_machine_answer_checks(monkeypatch):
     assert not check("machine-4", 1.0)
     with pytest.raises(ValueError, match="host must be the dict"):
         XM.use({"read_GBps": 1})
+
+
+# ---- careful timing: warmed buffers, best of several, the spread, a disturbed run -----------
+
+
+def test_timing_warms_up_loops_short_calls_and_keeps_the_best():
+    calls = []
+    t = M.timing(lambda: calls.append(1), repeats=4, min_seconds=0.001)
+    # one warm-up call, then calibration and 4 samples of `inner` calls each
+    assert t["samples"] == 4 and t["inner"] > 1 and len(calls) > 4 * t["inner"]
+    assert 0 < t["seconds"] <= t["median_s"] and t["spread"] == pytest.approx(
+        t["median_s"] / t["seconds"] - 1)
+
+
+def test_timing_times_a_long_call_alone_and_a_list_in_turn():
+    import time
+
+    order = []
+    fns = [lambda i=i: (order.append(i), time.sleep(1e-4)) for i in range(3)]
+    t = M.timing(fns, repeats=2)
+    assert t["inner"] == 1 and t["samples"] == 6  # each call of each buffer is a sample
+    assert order == [0, 1, 2] * 3 and t["seconds"] >= 1e-4
+    with pytest.raises(ValueError, match="fn must be a function"):
+        M.timing([], repeats=2)
+    with pytest.raises(ValueError, match="min_seconds"):
+        M.timing(lambda: None, min_seconds=0)
+
+
+def test_disturbance_names_the_wide_spreads_and_a_high_load():
+    assert M.disturbance({"copy": 0.05, "matmul": 0.2}) is None
+    message = M.disturbance({"copy": 0.05, "matmul": 0.9})
+    assert message.startswith("This run was disturbed") and "matmul (+90%)" in message
+    assert "copy" not in message
+    assert "load average was 5.0 on 2 CPUs" in M.disturbance({}, load=5.0, cpus=2)
+    assert M.disturbance({}, load=1.0, cpus=2) is None
+
+
+def test_blas_threads_sets_and_restores_the_count():
+    before = M.blas_info()["threads"]
+    with M.blas_threads(1):
+        inside = M.blas_info()["threads"]
+    assert M.blas_info()["threads"] == before
+    if before is not None:  # an OpenBLAS whose count can be read and set
+        assert inside == 1
+    with pytest.raises(ValueError, match="threads"):
+        M.blas_threads(0)
+
+
+def test_measure_roofline_reports_spreads_load_threads_and_a_warning():
+    host = M.measure_roofline(sweep_mb=(1,), dram_mb=8, copy_mb=4, matmul_n=32, repeats=2,
+                              progress=False, threads=1)
+    assert set(host["spread"]) == {"read 1 MB", "read 8 MB", "copy", "matmul"}
+    assert all(v >= 0 for v in host["spread"].values()) and host["threads"] == 1
+    assert set(host["load"]) == {"before", "after"}
+    assert host["disturbed"] is None or host["disturbed"].startswith("This run was disturbed")
+    assert json.loads(json.dumps(host)) == host
+
+
+def test_profile_counts_exactly_and_times_every_operation_alone():
+    from llm_roofline import counts
+    from llm_roofline.tiny import TinyLlama
+
+    cfg = H.chapter_models()["S"]
+    model = TinyLlama.random(cfg, seed=0)
+    rows = H.profile(model, 1, 8, 2, runs=2, min_seconds=1e-4, threads=1)
+    by = {(r["phase"], r["op"]): r for r in rows}
+    # the counts are the tally's, so they equal the analytic count of each pass exactly
+    pre = counts.op_costs(cfg, 1, 8, weight_dtype="fp32", causal=False, logits="last")
+    for op, c in pre.items():
+        if c.flops or c.bytes:
+            r = by["prefill", op]
+            assert (r["flops"], r["bytes_read"], r["bytes_written"]) == (
+                c.flops, c.bytes_read, c.bytes_written)
+    assert by["decode", "lm_head"]["calls"] == 2 and by["decode", "q_proj"]["calls"] == 2 * 2
+    for r in rows:
+        assert r["seconds"] == pytest.approx(r["per_call_s"] * r["calls"]) and r["spread"] >= 0
+        assert r["seconds"] > 0
+    passes = H.pass_times(model, 1, 8, 2, runs=2, min_seconds=1e-4, threads=1)
+    assert passes["decode"]["seconds"] == pytest.approx(2 * passes["decode"]["per_step_s"])
+    assert passes["prefill"]["seconds"] > 0 and passes["prefill"]["spread"] >= 0
+    with pytest.raises(ValueError, match="skip_masked"):
+        H.profile(TinyLlama.random(cfg, seed=0, skip_masked=True), 1, 8, 2)
+
+
+def test_the_chapter_warns_beside_the_numbers_when_a_run_was_disturbed(capsys):
+    from llm_roofline.course import ch08
+
+    quiet = HOST | {"spread": {"copy": 0.01, "matmul": 0.02}, "load": {"before": 0.1}}
+    assert ch08.warn_if_disturbed(quiet) is None
+    assert capsys.readouterr().out.startswith("Quiet run")
+    busy = HOST | {"spread": {"copy": 0.01, "matmul": 0.6}, "load": {"before": 0.1}}
+    assert "matmul (+60%)" in ch08.warn_if_disturbed(busy)
+    assert capsys.readouterr().out.startswith("WARNING. This run was disturbed")
+    passes = {"prefill": {"spread": 0.0}, "decode": {"spread": 2.0}}
+    assert "whole decode (+200%)" in ch08.warn_if_disturbed(passes)
+
+
+def test_the_reference_run_names_its_machine_and_holds_exact_counts():
+    from llm_roofline import counts
+    from llm_roofline.course import ch08
+
+    ref = ch08.load_reference()
+    m = ref["machine"]
+    assert m["name"] and m["cpu"] and m["logical_cpus"] >= 1 and m["memory_bytes"] > 2**30
+    assert set(m["load_average"]) == {"before", "after"}
+    settings = ref["settings"]
+    cfg = H.chapter_models()["L"]
+    pre = counts.op_costs(cfg, 1, settings["prompt"], weight_dtype="fp32", causal=False,
+                          logits="last")
+    rows = {r["op"]: r for r in ref["rows"] if r["phase"] == "prefill"}
+    assert all(rows[op]["flops"] == c.flops for op, c in pre.items() if c.flops)
+    summary = ch08.phase_summary(H.predict(ref["rows"], ref["host"]), ref["passes"])
+    assert set(summary) == {"prefill", "decode"}
+
+
+# ---- bad input (issue 33): one clear ValueError each --------------------------------------
+
+
+def test_predict_refuses_an_unmeasured_row_and_one_that_moves_nothing():
+    row = {"phase": "decode", "op": "q_proj", "flops": 10, "bytes_read": 8, "bytes_written": 0,
+           "seconds": 0.1, "calls": 1}
+    assert H.predict([row], HOST)[0]["error"] == pytest.approx(8 / 20e9 / 0.1 - 1)
+    with pytest.raises(ValueError, match=r"rows\[0\]\['seconds'\] must be a measured time above 0"):
+        H.predict([row | {"seconds": 0}], HOST)
+    with pytest.raises(ValueError, match=r"rows\[0\] \('q_proj'\) moves no bytes"):
+        H.predict([row | {"bytes_read": 0}], HOST)
+
+
+def test_tally_seconds_refuses_an_unknown_phase():
+    from llm_roofline.tiny import Tally
+
+    assert Tally().seconds() == 0 and Tally().seconds("decode") == 0
+    with pytest.raises(ValueError, match="phase must be one of"):
+        Tally().seconds("bogus")
+
+
+def test_generate_and_profile_refuse_sizes_that_would_run_on():
+    import dataclasses
+
+    from llm_roofline.tiny import TinyLlama
+    from llm_roofline.tiny.model import MAX_NEW_TOKENS
+
+    micro = H.chapter_models()["micro"]
+    huge = TinyLlama.random(dataclasses.replace(micro, max_context=2**40), seed=0)
+    with pytest.raises(ValueError, match=f"n_new must be an integer from 1 to {MAX_NEW_TOKENS:,}"):
+        huge.generate([[1, 2]], 10**6)
+    model = TinyLlama.random(micro, seed=0)
+    with pytest.raises(ValueError, match="batch must be an integer from 1 to 65,536"):
+        H.profile(model, 10**6, 4, 2)
+    with pytest.raises(ValueError, match="batch x prompt_len must be at most 65,536 tokens"):
+        H.profile(model, 1000, 500, 2)
+    with pytest.raises(ValueError, match="size_mb must be an integer from 1 to 2,048"):
+        M.copy_bandwidth(size_mb=3000)
+
+
+def test_the_cache_check_reads_the_process_limit_not_the_machine(monkeypatch):
+    from llm_roofline.tiny import KVCache
+
+    cfg = H.chapter_models()["L"]
+    monkeypatch.setattr(M, "available_bytes", lambda: 10**12)  # a machine with 1 TB free
+    monkeypatch.setattr(M, "process_limit_bytes", lambda: M._process_bytes() + 10**8)
+    assert M.memory_free_bytes() <= 10**8
+    with pytest.raises(ValueError, match="this process may still allocate"):
+        KVCache.empty(cfg, 64, 512)  # 2 x 4 x 64 x 4 x 512 x 64 x 4 bytes = 268 MB
+    monkeypatch.setattr(M, "process_limit_bytes", lambda: None)
+    assert M.memory_free_bytes() == 10**12
+
+
+def test_the_process_limit_is_read_from_rlimit_as(monkeypatch):
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (5 * 2**30, resource.RLIM_INFINITY))
+    limit = M.process_limit_bytes()
+    assert limit is not None and limit <= 5 * 2**30

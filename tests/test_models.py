@@ -24,6 +24,10 @@ BUILT_IN = [
     "mistral-7b-v0.1",
     "gemma-2-9b",
     "gemma-3-1b",
+    "llama-3.1-405b",
+    "qwen3-235b-a22b",
+    "gpt-oss-120b",
+    "deepseek-r1",
 ]
 
 
@@ -267,3 +271,32 @@ def test_dense_count_equals_the_hand_formula(layers, kv, group, head_dim, hidden
 def test_non_positive_sizes_raise(field, value):
     with pytest.raises(ValueError):
         ModelConfig.from_hf_config(_llama_dict(**{field: value}))
+
+
+def test_the_2025_models_by_hand():
+    """Each count from its config.json by hand.
+
+    Qwen3-235B-A22B: 94 layers of attention (q and o 4096 x 64 x 128, k and v 4096 x 4 x 128,
+    q/k norms of 128) and 128 experts of 3 x 4096 x 1536, top 8; gpt-oss-120b: 36 layers,
+    attention 2880 x 64 x 64 (q, o) and 2880 x 8 x 64 (k, v) with biases, 128 experts of
+    3 x 2880 x 2880, top 4, every other layer a 128-token window."""
+    qwen = get_model("qwen3-235b-a22b")
+    attention = 94 * (2 * 4096 * 64 * 128 + 2 * 4096 * 4 * 128 + 2 * 128)
+    experts = 94 * 128 * 3 * 4096 * 1536
+    assert qwen.param_counts()["attention"] == attention
+    assert qwen.param_counts()["routed_experts"] == experts
+    assert qwen.n_active_params == pytest.approx(22.2e9, rel=0.01) and qwen.qk_norm
+    oss = get_model("gpt-oss-120b")
+    assert oss.param_counts()["routed_experts"] == 36 * 128 * 3 * 2880 * 2880
+    assert oss.param_counts()["attention"] == 36 * (2 * 2880 * 4096 + 2 * 2880 * 512
+                                                    + 4096 + 2 * 512)
+    assert oss.sliding_window == 128 and oss.n_windowed_layers == 18
+    assert oss.layer_types[:2] == ("sliding_attention", "full_attention")
+    # the published 5.13B active leaves the 0.58B embedding out
+    embedding = 201088 * 2880
+    assert oss.n_active_params - embedding == pytest.approx(5.13e9, rel=0.001)
+    r1, v3 = get_model("deepseek-r1"), get_model("deepseek-v3")
+    assert r1.param_counts() == v3.param_counts() and r1.kv_elements_per_token == 61 * 576
+    big = get_model("llama-3.1-405b")
+    assert big.n_params == 126 * (2 * 16384**2 + 2 * 16384 * 1024 + 3 * 16384 * 53248
+                                  + 2 * 16384) + 2 * 128256 * 16384 + 16384

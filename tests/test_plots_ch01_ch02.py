@@ -180,3 +180,32 @@ def test_phases_2_is_the_first_prompt_past_the_ridge():
     crossing = ridge * d * f / (d * f - ridge * (d + f))
     assert 325 < crossing < 326
     assert check("phases-2", 326) and not check("phases-2", 295)
+
+
+def test_paradox_1_accepts_the_hand_estimate_in_which_the_model_size_cancels():
+    # TTFT / TPOT ~ (2 N L / peak) / (2 N / bandwidth) = L x bandwidth / peak = 2048 / 295.3
+    by_hand = 1 + 19 * 2048 * 3.35e12 / 989.4e12  # 132.8
+    assert check("paradox-1", by_hand)
+    assert not check("paradox-1", 1 + 2048 * 3.35e12 / 989.4e12)  # forgot s / (1 - s) = 19
+
+
+def test_step_split_parts_a_decode_step_into_bytes_and_overhead():
+    from types import SimpleNamespace
+
+    from llm_roofline.course.ch01 import step_split
+
+    passes = [{"phase": "prefill", "seconds": 1.0}] + [{"phase": "decode", "seconds": 0.004}] * 2
+    tally = SimpleNamespace(
+        passes=passes,
+        total=lambda phase: SimpleNamespace(bytes=2 * 40e6),  # 40 MB a step
+        rows=lambda: [{"phase": "decode", "calls": 100}, {"phase": "prefill", "calls": 50}],
+    )
+    split = step_split(tally, 20.0)  # 40 MB at 20 GB/s: 2 ms of the 4 ms step
+    assert split["step_ms"] == pytest.approx(4.0) and split["memory_ms"] == pytest.approx(2.0)
+    assert split["rest_ms"] == pytest.approx(2.0) and split["calls"] == 50
+    assert split["us_per_call"] == pytest.approx(40.0) and split["achieved_gb_s"] == pytest.approx(10.0)
+    assert step_split(tally, 1e3)["rest_ms"] == pytest.approx(4.0 - 0.04)
+    with pytest.raises(ValueError, match="bandwidth_gb_s"):
+        step_split(tally, 0)
+    with pytest.raises(ValueError, match="tally"):
+        step_split("a tally", 10.0)

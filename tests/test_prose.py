@@ -91,12 +91,14 @@ def _exercises(cells: list[Cell]) -> list[tuple[int, str, str]]:
         label = re.search(r"\{exercise-start\}[^\n]*\n:label:\s*(\S+)", cell.source)
         if not label:
             continue
-        for later in cells[i + 1:]:
+        # the question names its check (an exercise worked by hand has no code calling it),
+        # or else a cell of its solution calls it
+        for k, later in enumerate(cells[i:]):
+            if k and "{exercise-start}" in later.source:
+                break
             ids = re.findall(r"check\(\s*[\"']([\w-]+)[\"']", later.source)
             if ids:
                 found.append((i, label.group(1), ids[0]))
-                break
-            if "{exercise-start}" in later.source:
                 break
     return found
 

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 # Chapters that carry no slide tags (another contributor's notebooks): their decks use the
 # automatic selection of llm_roofline.course.slides (title, section openings, takeaways).
-AUTOMATIC = {"01_dormant_tensor_cores", "02_two_phases", "07_calculator"}
+AUTOMATIC = {"01_dormant_tensor_cores", "02_two_phases", "07_calculator", "09_serving_at_scale"}
 MIN_PX = 24
 DURATIONS: dict[str, float] = {}
 

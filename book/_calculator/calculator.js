@@ -245,7 +245,7 @@
       throw new CalcError(m.contextError.replace("{}", (p + o).toLocaleString("en-US")));
     }
     const sizes = {weight: D.sizes.weight[state.weight], head: D.sizes.head[state.weight],
-      kv: D.sizes.kv[state.kv]};
+      kv: (m.kvSizes || D.sizes.kv)[state.kv]};
     const [headDtype, headPeak] = chip.head[state.weight], [attentionDtype, attentionPeak] =
       chip.attention, bw = chip.bandwidth * mbu;
     // Setup.math_dtype and peak_of, per kernel: element-wise work has no tensor-core peak
@@ -362,7 +362,7 @@
   function estimateMemory(state) {
     const m = D.models[state.model], chip = D.accelerators[state.gpu], n = Number(state.n);
     const sizes = {weight: D.sizes.weight[state.weight], head: D.sizes.head[state.weight],
-      kv: D.sizes.kv[state.kv]};
+      kv: (m.kvSizes || D.sizes.kv)[state.kv]};
     return memory(m, m.tp[n], n, chip, sizes, Number(state.batch), Number(state.prompt),
       Number(state.output));
   }

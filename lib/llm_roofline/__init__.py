@@ -25,9 +25,10 @@ separate package ``llm_roofline.course``, which imports this one; nothing here i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
 
-from . import realistic as _realistic
 from .calculator import Estimate, decode_step
 from .calculator import estimate as _kernel_by_kernel
 from .critical import critical_batch
@@ -36,6 +37,9 @@ from .models import ModelConfig, get_model, list_models
 from .validate import boolean
 from .vram import max_batch, memory
 
+if TYPE_CHECKING:  # imported when used (see estimate)
+    from .realistic import Realistic
+
 __all__ = [
     "ModelConfig", "critical_batch", "decode_step", "estimate", "get_accelerator", "get_model",
     "list_models", "max_batch", "memory",
@@ -43,7 +47,7 @@ __all__ = [
 
 
 def estimate(model, accelerator, batch, prompt_len, output_len, *, realistic: bool = False,
-             engine: str | None = None, **options) -> Estimate | _realistic.Realistic:
+             engine: str | None = None, **options) -> Estimate | Realistic:
     """Memory, TTFT, TPOT and throughput of ``batch`` requests served together.
 
     With ``realistic=False`` (the default) this is ``calculator.estimate``: each kernel on its
@@ -60,5 +64,8 @@ def estimate(model, accelerator, batch, prompt_len, output_len, *, realistic: bo
     if "mbu" in options or "mfu" in options:
         raise ValueError("realistic=True sets mbu and mfu from the fitted preset; give either "
                          "realistic=True or your own mbu and mfu, not both")
-    return _realistic.estimate(model, accelerator, batch, prompt_len, output_len, engine=engine,
+    from . import realistic as calibrated  # imported when used, so that `python -m
+    # llm_roofline.realistic` runs the module once, without runpy's RuntimeWarning
+
+    return calibrated.estimate(model, accelerator, batch, prompt_len, output_len, engine=engine,
                                **options)

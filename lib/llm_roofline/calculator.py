@@ -11,7 +11,8 @@ Memory (bytes per GPU)
 Two times per phase: kernel by kernel, and the floor
     A pass is a sequence of kernels, each on its own roofline:
     ``max(FLOPs / (peak * mfu), bytes / (bandwidth * mbu))``. Summed, with the all-reduces
-    one after another, they give the *kernel-by-kernel time* (``ttft_s``, ``tpot_s``): what an
+    one after another, they give the *kernel-by-kernel time* (``ttft_kernel_s``,
+    ``tpot_kernel_s``; older names ``ttft_s``, ``tpot_s``): what an
     engine pays that runs its kernels one at a time with nothing overlapping. It is not a
     bound: an engine that overlaps a compute-bound GEMM with memory-bound attention or with
     communication (NanoFlow's nano-batching, 1.9x over vLLM) can beat it. The *floor*
@@ -94,6 +95,18 @@ and all-gathers the logits: ``2L + 2`` collectives (``Setup.allreduce_s``; the r
 the network's, each collective with its fixed latency from the data (a lower estimate, so the
 floor stays a floor). ``Estimate.nodes`` says how many nodes ``n_gpus`` fill.
 
+Scope: what the floor is a floor of
+    ``estimate``'s floor is the floor of *this* layout and *these* formats: tensor parallelism
+    over ``n_gpus`` GPUs with 16-bit all-reduces (a ring, or NVLink SHARP where the switch
+    reduces), the weight, cache and activation formats given (4-bit NVFP4/MXFP4 and 6-bit
+    MXFP6 included, run on FP4/FP6 tensor cores only where the chip has them), one token per
+    user a decode step and every prompt token prefilled. ``Estimate.floor_scope`` says it in
+    one line, ``Estimate.floor_caveats`` names what lies beyond it: an engine that serves an
+    MLA or MoE model with data-parallel attention and expert parallelism (priced by
+    ``parallel.dp_ep_estimate``, with its own floor), that decodes speculatively (MTP, draft
+    models: ``serving.speculative``) or that reuses a cached prefix can beat this floor, and
+    the floor is not a bound for it. Pipeline stages: ``parallel.parallel_estimate``.
+
 Every size may be a NumPy array (they broadcast): a sweep of 100,000 (batch, context) points
 is one call (see ``benchmarks/bench_estimate.py``). ``setup`` is the one step every function
 here (and ``serving``) starts from.
@@ -115,6 +128,8 @@ from .deployment import (
     _describe_precision,
     _out,
     _sizes_of,
+    floor_caveats,
+    floor_scope,
     prefill_chunk_of,
     setup,
 )
@@ -122,7 +137,10 @@ from .hardware import Accelerator
 from .models import ModelConfig
 from .vram import Memory, _memory
 
-__all__ = ["DecodeStep", "Estimate", "decode_step", "estimate"]
+__all__ = ["KERNEL_BY_KERNEL", "DecodeStep", "Estimate", "decode_step", "estimate"]
+
+KERNEL_BY_KERNEL = "kernel by kernel"
+"""``Estimate.kind`` of ``estimate``'s results: ``ttft_s`` and the rest are kernel-by-kernel."""
 
 
 @dataclass(frozen=True)
@@ -137,11 +155,21 @@ class Estimate:
     ``bandwidth_utilisation`` is the fraction of peak bandwidth a decode step keeps busy.
     ``breakdown("prefill")`` and ``breakdown("decode")`` give the per-kernel table.
 
-    Two times per phase (module docs): ``ttft_s`` and ``tpot_s`` are the kernel-by-kernel
-    times, each kernel on its own roofline and nothing overlapping, what a plain engine pays;
-    ``ttft_floor_s`` and ``tpot_floor_s`` are the floors, the busiest resource's time, which
-    no engine can beat however it overlaps its kernels (``throughput_floor_tok_s``,
-    ``e2e_floor_s`` follow from them). ``resources(phase)`` gives each resource's busy time.
+    Two times per phase (module docs), each named for what it is:
+
+    - the *kernel-by-kernel time*, each kernel on its own roofline and nothing overlapping,
+      what a plain engine pays: ``ttft_kernel_s``, ``tpot_kernel_s``,
+      ``throughput_kernel_tok_s`` and ``e2e_kernel_s``;
+    - the *floor*, the busiest resource's time, which no engine can beat however it overlaps
+      its kernels: ``ttft_floor_s``, ``tpot_floor_s``, ``throughput_floor_tok_s`` and
+      ``e2e_floor_s``.
+
+    ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` and ``e2e_s`` are the older names of the
+    kernel-by-kernel times, kept as aliases (``est.ttft_s == est.ttft_kernel_s``). ``kind``
+    says what they hold: ``"kernel by kernel"`` here; in the ``estimate`` of
+    ``realistic.estimate`` it is ``"calibrated prediction"``, they hold the prediction, and the
+    ``*_kernel_s`` names refuse with a ``ValueError`` rather than mislabel it.
+    ``resources(phase)`` gives each resource's busy time.
     ``decode_bound`` and ``prefill_bound`` name the resource that limits the kernel-by-kernel
     time: ``"memory"`` or ``"compute"``.
     """
@@ -176,6 +204,40 @@ class Estimate:
     busy: dict = field(default_factory=dict, repr=False, compare=False)  # for resources()
     head_dtype: str = "bf16"  # the LM head's math (Setup.math_dtype)
     attention_dtype: str = "bf16"  # the attention's math
+    expert_dtype: str | None = None  # the routed experts' own format (setup's expert_dtype)
+    expert_compute_dtype: str | None = None  # and their math
+    kind: str = KERNEL_BY_KERNEL  # what ttft_s, tpot_s, throughput_tok_s and e2e_s hold
+
+    def _kernel(self, name: str, kernel_name: str) -> Number:
+        if self.kind != KERNEL_BY_KERNEL:
+            raise ValueError(
+                f"{kernel_name}: this Estimate is a {self.kind}, not a kernel-by-kernel time; "
+                f"read {name} for the prediction, or Realistic.bound.{kernel_name} for the "
+                "kernel-by-kernel time at the peaks")
+        return getattr(self, name)
+
+    @property
+    def ttft_kernel_s(self) -> Number:
+        """TTFT kernel by kernel, queue included: each kernel of the prefill on its own
+        roofline, one after another (``ttft_s`` is its older name)."""
+        return self._kernel("ttft_s", "ttft_kernel_s")
+
+    @property
+    def tpot_kernel_s(self) -> Number:
+        """TPOT kernel by kernel: one decode step's kernels one after another, mean over the
+        decode steps (``tpot_s`` is its older name)."""
+        return self._kernel("tpot_s", "tpot_kernel_s")
+
+    @property
+    def throughput_kernel_tok_s(self) -> Number:
+        """``batch / tpot_kernel_s``, decode tokens per second (``throughput_tok_s``)."""
+        return self._kernel("throughput_tok_s", "throughput_kernel_tok_s")
+
+    @property
+    def e2e_kernel_s(self) -> Number:
+        """One request's latency kernel by kernel: ``ttft_kernel_s + (output_len - 1) *
+        tpot_kernel_s`` (``e2e_s`` is its older name)."""
+        return self._kernel("e2e_s", "e2e_kernel_s")
 
     @property
     def bound(self) -> Label:
@@ -186,7 +248,27 @@ class Estimate:
     def precision(self) -> str:
         """Weight, KV-cache and compute precision in words (weight-only or weight-and-activation)."""
         return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype,
-                                   self.head_dtype, self.attention_dtype)
+                                   self.head_dtype, self.attention_dtype, self.expert_dtype,
+                                   self.expert_compute_dtype)
+
+    @property
+    def floor_scope(self) -> str:
+        """The layout and formats the floors are floors of, in one line (``deployment.floor_scope``):
+        e.g. ``floor (TP8, all-reduces in bf16, on 8 x NVIDIA H100 SXM; bf16 weights, W16A16,
+        KV cache bf16)``. See ``floor_caveats`` for setups outside it."""
+        where = f"TP{self.n_gpus}, all-reduces in {self.act_dtype}" if self.n_gpus > 1 else "one GPU"
+        scope = floor_scope(where, self.n_gpus, self.accelerator, self.weight_dtype,
+                            self.compute_dtype, self.kv_dtype)
+        if self.expert_dtype:
+            scope = scope[:-1] + f"; routed experts {self.expert_dtype})"
+        return scope
+
+    @property
+    def floor_caveats(self) -> tuple[str, ...]:
+        """The setups an engine may run in which it can beat these floors (``floor_caveats``)."""
+        if "decode" not in self.phases:
+            return ()
+        return floor_caveats(self.phases["decode"][0].model, self.n_gpus)
 
     @property
     def throughput_floor_tok_s(self) -> Number:
@@ -206,7 +288,8 @@ class Estimate:
         cost), ``latency`` (the all-reduces' fixed latencies, on the critical path only for
         one sequence), ``latency_added`` (the latencies the floor adds: all of them for one
         sequence, else 0), ``floor`` (``ttft_floor_s`` less the queue, or ``tpot_floor_s``),
-        ``kernel_by_kernel`` (``ttft_s`` less the queue, or ``tpot_s``) and ``limit``: the
+        ``kernel_by_kernel`` (``ttft_kernel_s`` less the queue, or ``tpot_kernel_s``) and
+        ``limit``: the
         resource whose busy time is the floor (``"latency"`` where the collectives' latencies
         exceed every busy time).
         """
@@ -220,7 +303,8 @@ class Estimate:
 
     @property
     def e2e_s(self) -> Number:
-        """One request's latency: TTFT, then ``output_len - 1`` decode steps."""
+        """One request's latency: TTFT, then ``output_len - 1`` decode steps (of ``kind``; alias
+        of ``e2e_kernel_s`` in ``estimate``'s results)."""
         return self.ttft_s + (self.output_len - 1) * self.tpot_s
 
     @property
@@ -261,6 +345,7 @@ def estimate(
     attention_dtype: str | None = None,
     reserve_fraction: float = 0.1,
     prefill_chunk: int = 8192,
+    expert_dtype: str | None = None,
 ) -> Estimate:
     """Memory, TTFT, TPOT and throughput of ``batch`` requests served together (module docs).
 
@@ -275,7 +360,7 @@ def estimate(
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
               weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
-              attention_dtype=attention_dtype)
+              attention_dtype=attention_dtype, expert_dtype=expert_dtype)
     b, p, o = _sizes_of(s.model, batch, prompt_len, output_len)
     queue = validate.real("queue_s", queue_s, minimum=0, maximum=1e9, unit="seconds")
     chunk = prefill_chunk_of(prefill_chunk)
@@ -313,7 +398,8 @@ def estimate(
                 "decode": (s, decode, decode_times, decode_ar, s.allreduce_bytes(b, b))},
         ttft_floor_s=_out(prefill_busy["floor"] + queue), tpot_floor_s=_out(decode_busy["floor"]),
         busy={"prefill": prefill_busy, "decode": decode_busy}, head_dtype=s.head_dtype,
-        attention_dtype=s.attention_dtype,
+        attention_dtype=s.attention_dtype, expert_dtype=s.expert_dtype,
+        expert_compute_dtype=s.expert_compute_dtype,
     )
 
 
@@ -346,7 +432,8 @@ class DecodeStep:
 def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch, context, *,
                 weight_dtype: str = "bf16", kv_dtype: str = "bf16", compute_dtype: str | None = None,
                 n_gpus: int = 1, mbu: float = 1.0, mfu: float = 1.0, act_dtype: str = "bf16",
-                weight_group_size: int = 128, attention_dtype: str | None = None) -> DecodeStep:
+                weight_group_size: int = 128, attention_dtype: str | None = None,
+                expert_dtype: str | None = None) -> DecodeStep:
     """One decode step of ``batch`` sequences whose attention spans ``context`` tokens each.
 
     The step reads ``context - 1`` cached tokens per sequence and adds one: it makes token
@@ -358,7 +445,7 @@ def decode_step(model: ModelConfig | str, accelerator: Accelerator | str, batch,
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype, act_dtype=act_dtype,
               weight_group_size=weight_group_size, n_gpus=n_gpus, mbu=mbu, mfu=mfu,
-              attention_dtype=attention_dtype)
+              attention_dtype=attention_dtype, expert_dtype=expert_dtype)
     b = validate.integers("batch", batch)
     ctx = _contexts(s.model, context)
     costs = {k: (f, w + kv) for k, (f, w, kv) in

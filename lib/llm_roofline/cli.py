@@ -3,7 +3,12 @@
 A thin front end: every number comes from the calculator, ``models`` and ``hardware``; this
 module only parses, chooses what to show and formats it. Bad arguments print one line
 (``llm_roofline: error: ...``) and exit with code 2; a result is never printed with a
-non-finite number, and ``--json`` is strict JSON (no ``NaN``, no ``Infinity``).
+non-finite number, and ``--json`` is strict JSON (no ``NaN``, no ``Infinity``), every real to
+``SIGNIFICANT_FIGURES`` significant figures. Its times are named as the Python result's: the
+floor ``ttft_floor_s``, ``tpot_floor_s`` (and ``throughput_floor_tok_s``, ``e2e_floor_s``),
+the kernel-by-kernel time ``ttft_kernel_s``, ``tpot_kernel_s`` (and ``ttft_joining_kernel_s``,
+``throughput_kernel_tok_s``, ``e2e_kernel_s``) and, with ``--realistic``, the calibrated
+prediction ``ttft_predicted_s``, ``tpot_predicted_s`` (and so on).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import re
 import sys
 import textwrap
@@ -20,17 +26,19 @@ import numpy as np
 
 from . import hardware, realistic, serving, validate
 from .calculator import estimate
-from .dtypes import list_dtypes
+from .dtypes import aliases
 from .models import SUPPORTED_MODEL_TYPES, get_model, list_models, load_config, model_info
 from .vram import gpus_needed, max_batch, max_prompt_len
 
-__all__ = ["commands", "help_text", "main"]
+__all__ = ["SIGNIFICANT_FIGURES", "commands", "help_text", "main"]
 
 _GIB = 2**30
 
-_EPILOG = """Two times for each phase. The floor: the busiest resource's time (math, memory, \
-interconnect), which with --mbu 1 --mfu 1 no engine can beat however it overlaps its kernels.
-Kernel by kernel: each kernel on its own roofline, one after another, nothing overlapped.
+_EPILOG = """Two times for each phase. The floor (--json: *_floor_s): the busiest resource's \
+time (math, memory, interconnect), which with --mbu 1 --mfu 1 no engine can beat however it \
+overlaps its kernels. Kernel-by-kernel (--json: *_kernel_s): each kernel on its own roofline, \
+one after another, nothing overlapped. --realistic adds a calibrated prediction \
+(*_predicted_s).
 Memory is per GPU, in GiB (2**30 bytes), the unit in which accelerator memory is sized; \
 bandwidths are in GB/s (1e9 bytes/s)."""
 
@@ -56,8 +64,19 @@ another script's digits); ``inf`` and ``nan`` are read so that the check can nam
 MAX_GPUS = 2**20
 """The most GPUs --n-gpus takes: the library's own limit (``deployment.setup``)."""
 
-MAX_POINTS = 1000
-"""The most points a sweep prints (each prices the bound, the memory and a joining request)."""
+MAX_POINTS = 100
+"""The most points a sweep prints. Each point prices the kernel-by-kernel estimate, the memory,
+the largest batch and a joining request: about 25 ms of one core, so 100 points take about
+3 s (1,000 took 23.5 s on an idle machine; ``tests/test_bad_input_course.py`` times the
+maximum). For larger grids call ``llm_roofline.estimate`` with arrays, which is vectorised."""
+
+SIGNIFICANT_FIGURES = 6
+"""Significant figures of every real number ``--json`` prints (``_json``, the one place that
+rounds). A datasheet's peaks and bandwidths carry three or four, so no time or throughput is
+known better than that; six keep sums and ratios consistent to a millionth (the memory parts
+add up to the capacity, ``throughput = batch / TPOT``) and drop binary floating-point noise
+such as ``1.0000000000000002``. A whole number (a count of FLOPs or bytes, a capacity) is
+exact and printed whole."""
 
 MAX_QUEUE_S = 1e9
 """The longest --queue, seconds: the library's own limit (``calculator.estimate``'s queue_s)."""
@@ -68,8 +87,9 @@ _API_NAMES = {"n_gpus": "--n-gpus", "prompt_len": "--prompt", "output_len": "--o
               "compute_dtype": "--compute-dtype", "engine": "--engine"}
 
 
-def _counts(option: str, minimum: int = 1, maximum: int = validate.MAX_COUNT):
-    """An argparse type: one integer, or a comma-separated list of them (a sweep)."""
+def _counts(option: str, unit: str, minimum: int = 1, maximum: int = validate.MAX_COUNT):
+    """An argparse type: one integer, or a comma-separated list of them (a sweep), of
+    ``unit`` (named in the message)."""
 
     def parse(text: str) -> list[int]:
         parts = [p.strip() for p in text.split(",")]
@@ -85,7 +105,8 @@ def _counts(option: str, minimum: int = 1, maximum: int = validate.MAX_COUNT):
                     f"got {validate.shorten(text, 40)}"
                 ) from None
             try:
-                values.append(validate.integer(option, number, minimum=minimum, maximum=maximum))
+                values.append(validate.integer(option, number, minimum=minimum, maximum=maximum,
+                                               unit=unit))
             except ValueError as err:
                 raise argparse.ArgumentTypeError(str(err)) from None
         return values
@@ -128,7 +149,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
-    dtypes = ", ".join(list_dtypes())
+    dtypes = "; ".join(f"{name} (or {', '.join(other)})" if other else name
+                       for name, other in aliases().items())
     est = commands.add_parser(
         "estimate", help="memory, TTFT, TPOT and throughput of one serving configuration",
         description="Estimate memory per GPU, TTFT, TPOT and throughput for BATCH requests of "
@@ -151,21 +173,23 @@ def _parser() -> argparse.ArgumentParser:
                      help="a JSON file of accelerators in the schema of the built-in data, such as "
                      "your own machine measured and saved by llm_roofline.machine (chapter 8)")
     est.add_argument("--dtype", default="bf16",
-                     help=f"weight precision, one of: {dtypes} (default: bf16)")
+                     help=f"weight precision (default: bf16), one of: {dtypes}; upper or lower "
+                     "case, '-' or '_'")
     est.add_argument("--compute-dtype", default=None, metavar="DTYPE",
-                     help="precision of the tensor math (default: fp8 for fp8 weights and int8 for "
-                     "int8 weights where the chip has that peak, else bf16: weight-only "
-                     "quantisation, as W4A16)")
-    est.add_argument("--kv-dtype", default=None,
-                     help="KV-cache precision, same choices (default: bf16, whatever --dtype "
-                     "is, as engines do)")
-    est.add_argument("--batch", type=_counts("--batch"), default=[1], metavar="N[,N...]",
+                     help="precision of the tensor math, same spellings as --dtype (default: fp8 "
+                     "for fp8 weights and int8 for int8 weights where the chip has that peak, "
+                     "else bf16: weight-only quantisation, as W4A16)")
+    est.add_argument("--kv-dtype", default=None, metavar="DTYPE",
+                     help="KV-cache precision, same spellings as --dtype (default: bf16, "
+                     "whatever --dtype is, as engines do)")
+    est.add_argument("--batch", type=_counts("--batch", "users"), default=[1], metavar="N[,N...]",
                      help="concurrent requests decoded together, users (default: 1)")
-    est.add_argument("--prompt", type=_counts("--prompt"), default=[2048], metavar="N[,N...]",
+    est.add_argument("--prompt", type=_counts("--prompt", "tokens"), default=[2048], metavar="N[,N...]",
                      help="prompt length per request, tokens (default: 2048)")
-    est.add_argument("--output", type=_counts("--output"), default=[256], metavar="N[,N...]",
+    est.add_argument("--output", type=_counts("--output", "tokens"), default=[256], metavar="N[,N...]",
                      help="generated length per request, tokens (default: 256)")
-    est.add_argument("--n-gpus", type=_counts("--n-gpus", maximum=MAX_GPUS), default=[1], metavar="N[,N...]",
+    est.add_argument("--n-gpus", type=_counts("--n-gpus", "GPUs", maximum=MAX_GPUS), default=[1],
+                     metavar="N[,N...]",
                      help="tensor-parallel degree, GPUs; must divide the attention heads, and "
                      "divide the KV heads or be a multiple of them (default: 1)")
     est.add_argument("--mbu", type=_number("--mbu"), default=1.0,
@@ -186,7 +210,25 @@ def _parser() -> argparse.ArgumentParser:
                      help="also show each kernel of the prefill and of a decode step: FLOPs, "
                      "bytes, intensity, time, the resource that limits it and share; and each "
                      "resource's busy time, the largest of which is the floor")
-    est.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    est.add_argument("--json", action="store_true",
+                     help="print JSON instead of a table: the same numbers, named as in Python "
+                     f"(*_floor_s, *_kernel_s), reals to {SIGNIFICANT_FIGURES} significant figures")
+    est.add_argument("--expert-dtype", default=None, metavar="DTYPE",
+                     help="an MoE model's routed experts in their own format (e.g. mxfp4 for "
+                     "gpt-oss, nvfp4), the rest at --dtype; their math at that format's peak "
+                     "where the chip has it (W4A4), else dequantised (W4A16)")
+    est.add_argument("--dp", type=_counts("--dp", "GPUs", maximum=MAX_GPUS), default=None, metavar="N",
+                     help="data-parallel attention over N GPUs (each GPU the attention and the "
+                     "cache of its own sequences; --batch is over all of them); not with "
+                     "--n-gpus, --realistic")
+    est.add_argument("--ep", type=_counts("--ep", "GPUs", maximum=MAX_GPUS), default=None, metavar="N",
+                     help="with --dp N: spread the routed experts over the N GPUs (N or 1), "
+                     "all-to-all dispatch in FP8 and combine in BF16, as DeepEP sends them")
+    est.add_argument("--mtp", type=_counts("--mtp", "tokens", minimum=0, maximum=16), default=None,
+                     metavar="N", help="with --dp: multi-token prediction, N drafted tokens a "
+                     "step (DeepSeek's MTP), each accepted with probability --acceptance")
+    est.add_argument("--acceptance", type=_number("--acceptance"), default=None, metavar="P",
+                     help="with --mtp: the chance each drafted token is accepted (0 to 1)")
     commands.add_parser(
         "models", help="list the built-in models",
         description="List the built-in models with their sizes.",
@@ -207,19 +249,45 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0, or 2 for bad arguments)."""
     parser = _parser()
     args = parser.parse_args(_joined(sys.argv[1:] if argv is None else list(argv), parser))
+    if sys.stdout is None:  # started with its output closed (`llm-roofline gpus >&-`)
+        return _cannot_write("standard output is closed")
     try:
         sys.stdout.flush()
         if args.command == "models":
-            print(_models_table())
+            text = _models_table()
         elif args.command == "gpus":
-            print(_gpus_table())
+            text = _gpus_table()
         else:
-            print(_estimate(args))
+            text = _estimate(args)
+        print(text)
+        sys.stdout.flush()
     except ValueError as err:
         parser.error(_flag_names(str(err).splitlines()[0] if str(err) else type(err).__name__))
     except BrokenPipeError:  # the reader (for example `head`) stopped reading: not an error
         sys.stdout = None
+    except OSError as err:  # a full disk (`> /dev/full`), a closed or unwritable output
+        return _cannot_write(err.strerror or type(err).__name__)
     return 0
+
+
+def _cannot_write(reason: str) -> int:
+    """One line on standard error, exit code 1, when the output cannot be written; what is left
+    in the output's buffer goes nowhere rather than failing again at exit."""
+    try:
+        fd = sys.stdout.fileno() if sys.stdout is not None else None
+        if fd is not None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        sys.stdout = None
+    if sys.stderr is not None:
+        try:
+            sys.stderr.write(f"llm_roofline: error: cannot write the output: {reason}\n")
+            sys.stderr.flush()
+        except OSError:
+            pass
+    return 1
 
 
 def _joined(argv: list[str], parser) -> list[str]:
@@ -285,13 +353,22 @@ def _plain(value):
     return value
 
 
+def _rounded(x: float) -> float:
+    """``x`` to ``SIGNIFICANT_FIGURES`` significant figures: ``1.0000000000000002`` -> ``1.0``;
+    a whole number as it is (``16777216.0``, a count of bytes, is exact)."""
+    return x if x.is_integer() else float(f"{x:.{SIGNIFICANT_FIGURES}g}")
+
+
 def _json(result) -> str:
+    """Strict JSON; every real number to ``SIGNIFICANT_FIGURES`` significant figures."""
+
     def clean(x):
         if isinstance(x, dict):
             return {k: clean(v) for k, v in x.items()}
         if isinstance(x, list | tuple):
             return [clean(v) for v in x]
-        return _plain(x)
+        x = _plain(x)
+        return _rounded(x) if isinstance(x, float) else x
 
     return json.dumps(clean(result), indent=2, allow_nan=False)
 
@@ -319,10 +396,16 @@ def _estimate(args) -> str:
     if args.engine is not None and not args.realistic:
         raise ValueError("--engine chooses a calibrated preset: add --realistic")
     queue = validate.real("--queue", args.queue, minimum=0, maximum=MAX_QUEUE_S, unit="seconds")
+    if args.dp is not None or args.ep is not None:
+        return _dp_estimate(cfg, chip, args, mbu, mfu)
+    if args.mtp is not None or args.acceptance is not None:
+        raise ValueError("--mtp and --acceptance apply with --dp N (data-parallel attention); "
+                         "for tensor parallelism use serving.speculative in Python")
     points = _points(args)
     if len(points) > MAX_POINTS:
         raise ValueError(f"--batch, --prompt, --output and --n-gpus make {len(points):,} points; "
-                         f"a sweep prints at most {MAX_POINTS:,}")
+                         f"a sweep prints at most {MAX_POINTS:,} points (for more, call "
+                         "llm_roofline.estimate with arrays)")
     results = [_one(cfg, chip, b, p, o, n, args, mbu, mfu, queue) for b, p, o, n in points]
     _json(results)  # never a non-finite number, in a table as in JSON
     if args.json:
@@ -335,6 +418,8 @@ def _estimate(args) -> str:
 def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dict:
     """Everything the CLI shows for one point, as plain numbers (seconds, GiB, tokens/s)."""
     options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
+    if args.expert_dtype is not None:
+        options["expert_dtype"] = args.expert_dtype
     calibrated = None
     if args.realistic:
         calibrated = realistic.estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus,
@@ -351,6 +436,7 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
                                  n_gpus=n_gpus, mbu=mbu, mfu=mfu,
                                  compute_dtype=args.compute_dtype, **options)
     m = est.memory
+    kernel = calibrated.bound if calibrated is not None else est  # kernel by kernel
     result = {
         "model": est.model, "accelerator": est.accelerator, "n_gpus": est.n_gpus,
         "nodes": est.nodes, "weight_dtype": est.weight_dtype, "kv_dtype": est.kv_dtype,
@@ -364,21 +450,25 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
             "free": m.free / _GIB, "capacity": m.capacity / _GIB,
         },
         "max_batch": most,
-        "ttft_s": est.ttft_s, "prefill_bound": est.prefill_bound,
-        "ttft_joining_s": running.time_s + queue,
-        "tpot_s": est.tpot_s, "decode_bound": est.decode_bound,
-        "throughput_tok_s": est.throughput_tok_s, "e2e_s": est.e2e_s,
-        "bandwidth_utilisation": est.bandwidth_utilisation,
+        "prefill_bound": kernel.prefill_bound, "decode_bound": kernel.decode_bound,
+        "bandwidth_utilisation": kernel.bandwidth_utilisation,
         "ttft_floor_s": est.ttft_floor_s, "tpot_floor_s": est.tpot_floor_s,
         "throughput_floor_tok_s": est.throughput_floor_tok_s, "e2e_floor_s": est.e2e_floor_s,
+        "ttft_kernel_s": kernel.ttft_kernel_s, "ttft_joining_kernel_s": running.time_s + queue,
+        "tpot_kernel_s": kernel.tpot_kernel_s,
+        "throughput_kernel_tok_s": kernel.throughput_kernel_tok_s,
+        "e2e_kernel_s": kernel.e2e_kernel_s,
+        "floor_scope": est.floor_scope, "floor_caveats": list(est.floor_caveats),
     }
     if calibrated is not None:
-        b = calibrated.bound
-        result["kind"] = calibrated.label
-        result["bound"] = {"ttft_s": b.ttft_s, "ttft_joining_s": result["ttft_joining_s"],
-                           "tpot_s": b.tpot_s, "throughput_tok_s": b.throughput_tok_s,
-                           "e2e_s": b.e2e_s}  # kernel by kernel at MBU = MFU = 1 (old key)
-        result["ttft_joining_s"] = None  # priced kernel by kernel at peak only (the line below)
+        result |= {"kind": calibrated.label,
+                   "prefill_bound_predicted": est.prefill_bound,
+                   "decode_bound_predicted": est.decode_bound,
+                   "bandwidth_utilisation_predicted": est.bandwidth_utilisation,
+                   "ttft_predicted_s": est.ttft_s, "tpot_predicted_s": est.tpot_s,
+                   "throughput_predicted_tok_s": est.throughput_tok_s,
+                   "e2e_predicted_s": est.e2e_s,
+                   "extrapolation": list(calibrated.extrapolation)}
     if args.breakdown:
         result["breakdown"] = {phase: est.breakdown(phase) for phase in ("prefill", "decode")}
         result["resources"] = {phase: est.resources(phase) for phase in ("prefill", "decode")}
@@ -388,15 +478,87 @@ def _one(cfg, chip, batch, prompt, output, n_gpus, args, mbu, mfu, queue) -> dic
     return result
 
 
+def _dp_estimate(cfg, chip, args, mbu, mfu) -> str:
+    """``--dp N [--ep N]``: data-parallel attention with expert parallelism (``parallel``)."""
+    from .parallel import Layout, dp_ep_estimate
+
+    if args.realistic:
+        raise ValueError("--dp has no calibrated prediction: drop --realistic")
+    if args.dp is None:
+        raise ValueError("--ep N needs --dp N (data-parallel attention); for experts spread "
+                         "under tensor parallelism use the Python API, parallel.parallel_estimate")
+    if args.n_gpus != [1]:
+        raise ValueError("--dp N gives the GPUs (N); drop --n-gpus")
+    dp = args.dp[0]
+    ep = args.ep[0] if args.ep is not None else 1
+    if len(args.dp) > 1 or (args.ep is not None and len(args.ep) > 1):
+        raise ValueError("--dp and --ep take one number each, not a sweep")
+    if len(_points(args)) > 1:
+        raise ValueError("--dp takes one --batch, --prompt and --output, not a sweep")
+    options = dict(weight_dtype=args.dtype,
+                   kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype,
+                   compute_dtype=args.compute_dtype, mbu=mbu, mfu=mfu,
+                   expert_dtype=args.expert_dtype)
+    mtp = args.mtp[0] if args.mtp is not None else 0
+    est = dp_ep_estimate(cfg, chip, args.batch[0], args.prompt[0], args.output[0],
+                         Layout(dp=dp, ep=ep), mtp=mtp, acceptance=args.acceptance, **options)
+    gib = est.memory
+    result = {
+        "model": est.model, "accelerator": est.accelerator, "layout": str(est.layout),
+        "dp": dp, "ep": ep, "nodes": est.nodes, "precision": est.precision,
+        "batch": est.batch, "batch_per_gpu": est.batch_per_gpu, "prompt_len": args.prompt[0],
+        "output_len": args.output[0], "mbu": mbu, "mfu": mfu, "fits": est.fits,
+        "memory_gib_per_gpu": {"weights": gib.weights / _GIB, "kv_cache": gib.kv_cache / _GIB,
+                               "activations": gib.activations / _GIB,
+                               "reserve": gib.reserve / _GIB, "free": gib.free / _GIB,
+                               "capacity": gib.capacity / _GIB},
+        "ttft_kernel_s": est.ttft_s, "ttft_floor_s": est.ttft_floor_s,
+        "tpot_kernel_s": est.tpot_s, "tpot_floor_s": est.tpot_floor_s,
+        "throughput_kernel_tok_s": est.throughput_tok_s,
+        "throughput_floor_tok_s": est.throughput_floor_tok_s,
+        "all_to_all_bytes_per_gpu_step": est.all_to_all_bytes,
+        "expert_load": est.expert_load, "decode_resources": est.decode_resources,
+        "floor_scope": est.scope, "tokens_per_step": est.tokens_per_step,
+    }
+    _json(result)
+    if args.json:
+        return _json(result)
+    m = result["memory_gib_per_gpu"]
+    busy = ", ".join(f"{k} {_time(v)}" for k, v in est.decode_resources.items())
+    lines = [
+        f"{est.model} on {est.layout} x {est.accelerator}"
+        + (f" in {est.nodes} nodes" if est.nodes > 1 else ""),
+        *textwrap.wrap(f"precisions: {est.precision}", 80, subsequent_indent="  "),
+        f"workload: {est.batch:,} users ({est.batch_per_gpu:,} a GPU), prompt "
+        f"{args.prompt[0]:,} tokens, output {args.output[0]:,} tokens",
+        f"memory per GPU (GiB): weights {m['weights']:.2f}, KV cache {m['kv_cache']:.2f}, "
+        f"activations {m['activations']:.2f}, reserve {m['reserve']:.2f}, free {m['free']:.2f}"
+        + ("" if est.fits else "  DOES NOT FIT"),
+        f"  {'':<23} {'floor':>8} {'kernel-by-kernel':>16}",
+        f"  {'TTFT, own prompts':<23} {_time(est.ttft_floor_s):>8} {_time(est.ttft_s):>16}",
+        f"  {'TPOT, each user':<23} {_time(est.tpot_floor_s):>8} {_time(est.tpot_s):>16}",
+        f"  {'throughput, all GPUs':<23} {est.throughput_floor_tok_s:>8,.0f} "
+        f"{est.throughput_tok_s:>16,.0f}  tokens/s",
+        *textwrap.wrap(f"decode busy per GPU (mean step): {busy}; all-to-all "
+                       f"{est.all_to_all_bytes / 1e6:,.1f} MB each way a step", 80,
+                       initial_indent="  ", subsequent_indent="    "),
+        *textwrap.wrap(est.scope, 80, initial_indent="  ", subsequent_indent="    "),
+    ]
+    return "\n".join(lines)
+
+
 def _what_would_fit(cfg, chip, batch, prompt, output, n_gpus, args, most) -> dict:
     """The nearest changes that fit: fewer users, a lower weight precision, more GPUs."""
     options = dict(weight_dtype=args.dtype, kv_dtype="bf16" if args.kv_dtype is None else args.kv_dtype)
+    if args.expert_dtype is not None:
+        options["expert_dtype"] = args.expert_dtype
     lower = None
     for dtype in ("fp8", "int4"):
         if dtype == args.dtype:
             break
         if estimate(cfg, chip, batch, prompt, output, n_gpus=n_gpus, weight_dtype=dtype,
-                    kv_dtype=options["kv_dtype"]).fits:
+                    kv_dtype=options["kv_dtype"],
+                    expert_dtype=options.get("expert_dtype")).fits:
             lower = dtype
             break
     needed = gpus_needed(cfg, chip, batch, prompt, output, **options)
@@ -427,7 +589,7 @@ def _report(r: dict) -> str:
                      f"with the reserve; up to {r['max_batch']:,} users fit")
     else:
         lines.append(f"DOES NOT FIT: it needs {used + gib['reserve']:.2f} GiB per GPU with the "
-                     f"reserve, and a GPU has {gib['capacity']:.1f}")
+                     f"reserve; a GPU has {gib['capacity']:.1f} GiB")
         lines += ["what would fit:", *_fit_advice(r)]
     lines += [
         "",
@@ -440,45 +602,60 @@ def _report(r: dict) -> str:
         f"  capacity                 {gib['capacity']:10.2f}",
         "",
     ]
+    predicted = "kind" in r
     kind = r.get("kind") or f"roofline times at MBU {r['mbu']:g}, MFU {r['mfu']:g}"
     lines.append(f"latency and throughput ({kind})" if r["fits"] else
                  f"latency and throughput IF IT FIT ({kind})")
     prefill_what = "1 prompt" if r["batch"] == 1 else f"{r['batch']:,} prompts at once"
+    suffix = "_predicted" if predicted else ""
 
     def row(label, floor, other, what=""):
-        return f"  {label:<23} {floor:>8} {other:>8}  {what}".rstrip()
+        return f"  {label:<23} {floor:>8} {other:>9}  {what}".rstrip()
 
-    if "kind" not in r:
-        lines.append(f"  {'':<23} {'':>8} {'kernel':>8}")
+    def shown(what):  # the second column: the calibrated prediction, or kernel by kernel
+        return r[f"{what}_predicted_s" if predicted else f"{what}_kernel_s"]
+
+    if not predicted:
+        lines.append(f"  {'':<23} {'':>8} kernel-")
     lines += [
-        f"  {'':<23} {'floor':>8} {'predicted' if 'kind' in r else 'by kernel':>8}",
-        row("TTFT, whole batch", _time(r["ttft_floor_s"]), _time(r["ttft_s"]),
-            f"{prefill_what}, {r['prefill_bound']}-bound"),
+        f"  {'':<23} {'floor':>8} {'predicted' if predicted else 'by-kernel':>9}",
+        row("TTFT, whole batch", _time(r["ttft_floor_s"]), _time(shown("ttft")),
+            f"{prefill_what}, {r['prefill_bound' + suffix]}-bound"),
     ]
-    if r["ttft_joining_s"] is not None:
-        lines.append(row("TTFT, joining a server", "-", _time(r["ttft_joining_s"]),
+    if not predicted:
+        lines.append(row("TTFT, joining a server", "-", _time(r["ttft_joining_kernel_s"]),
                          f"1 prompt beside {r['batch']:,} decoding"))
+    throughput = r["throughput_predicted_tok_s" if predicted else "throughput_kernel_tok_s"]
     lines += [
-        row("TPOT, each user", _time(r["tpot_floor_s"]), _time(r["tpot_s"]),
-            f"{r['decode_bound']}-bound, {100 * r['bandwidth_utilisation']:.0f} % of peak "
-            "bandwidth"),
+        row("TPOT, each user", _time(r["tpot_floor_s"]), _time(shown("tpot")),
+            f"{r['decode_bound' + suffix]}-bound, "
+            f"{100 * r['bandwidth_utilisation' + suffix]:.0f} % of peak bandwidth"),
         row("throughput, all users", f"{r['throughput_floor_tok_s']:,.1f}",
-            f"{r['throughput_tok_s']:,.1f}", "tokens/s"),
+            f"{throughput:,.1f}", "tokens/s"),
     ]
     if r["batch"] > 1:
         lines.append(row("TPOT / batch", _time(r["tpot_floor_s"] / r["batch"]),
-                         _time(r["tpot_s"] / r["batch"]), "amortised: no user waits this little"))
-    lines.append(row("one request, end to end", _time(r["e2e_floor_s"]), _time(r["e2e_s"])))
+                         _time(shown("tpot") / r["batch"]), "amortised: no user waits this little"))
+    lines.append(row("one request, end to end", _time(r["e2e_floor_s"]), _time(shown("e2e"))))
     lines += ["  floor: the busiest resource (math, memory, links); no engine at these",
-              "  efficiencies beats it, however it overlaps its kernels. kernel by kernel:",
+              "  efficiencies beats it, however it overlaps its kernels. kernel-by-kernel:",
               "  each kernel on its own roofline, one after another, nothing overlapped"]
-    if "kind" in r:
-        lines.append("  predicted: kernel by kernel at efficiencies fitted on engines")
-    if "bound" in r:
-        b = r["bound"]
-        lines += [f"  kernel by kernel at MBU = MFU = 1: TTFT {_time(b['ttft_s'])} (joining "
-                  f"{_time(b['ttft_joining_s'])}),",
-                  f"  TPOT {_time(b['tpot_s'])}, {b['throughput_tok_s']:,.1f} tokens/s"]
+    if "floor_scope" in r:
+        lines += textwrap.wrap(f"{r['floor_scope']}: an engine in another layout or format can "
+                               "beat it", 80, initial_indent="  ", subsequent_indent="    ")
+        for caveat in r.get("floor_caveats", []):
+            lines += textwrap.wrap(f"beyond it: {caveat}", 80, initial_indent="  ",
+                                   subsequent_indent="    ")
+    if predicted:
+        lines += ["  predicted: kernels at efficiencies fitted on engines' measurements, partly",
+                  "  overlapped, plus fixed overheads per layer and per request",
+                  f"  kernel-by-kernel at MBU = MFU = 1: TTFT {_time(r['ttft_kernel_s'])} "
+                  f"(joining {_time(r['ttft_joining_kernel_s'])}),",
+                  f"  TPOT {_time(r['tpot_kernel_s'])}, "
+                  f"{r['throughput_kernel_tok_s']:,.1f} tokens/s"]
+    for reason in r.get("extrapolation", []):
+        lines += textwrap.wrap(f"EXTRAPOLATED beyond the fitted rows: {reason}", 80,
+                               initial_indent="  ", subsequent_indent="    ")
     if "breakdown" in r:
         lines += _breakdown_lines(r["breakdown"], r["resources"])
     return "\n".join(lines)
@@ -534,18 +711,22 @@ def _fit_advice(r: dict) -> list[str]:
 
 
 def _sweep_table(results: list[dict]) -> str:
+    kind = "predicted" if "kind" in results[0] else "kernel-by-kernel"
+    over = f"{'':45}{f' {kind} ':-^30}"  # spans TTFT, TPOT and tokens/s
     head = (f"{'batch':>7} {'prompt':>7} {'output':>7} {'GPUs':>4}  {'fits':<4} {'free GiB':>9} "
             f"{'TTFT':>9} {'TPOT':>9} {'tokens/s':>10}  decode")
     lines = [f"{results[0]['model']} on {results[0]['accelerator']}: weights "
              f"{results[0]['weight_dtype']}, KV cache {results[0]['kv_dtype']}, tensor math "
-             f"{results[0]['compute_dtype']} ({results[0].get('kind') or 'kernel by kernel'}; "
-             "times if it fit where it does not)", head]
+             f"{results[0]['compute_dtype']} ({results[0].get('kind') or 'kernel-by-kernel times'}"
+             "; where it does not fit, as if it did)", over, head]
     for r in results:
+        which = "predicted" if "kind" in r else "kernel"
         lines.append(
             f"{r['batch']:7,} {r['prompt_len']:7,} {r['output_len']:7,} {r['n_gpus']:4}  "
             f"{'yes' if r['fits'] else 'NO':<4} {r['memory_gib_per_gpu']['free']:9.2f} "
-            f"{_time(r['ttft_s']):>9} {_time(r['tpot_s']):>9} {r['throughput_tok_s']:10,.1f}  "
-            f"{r['decode_bound']}"
+            f"{_time(r[f'ttft_{which}_s']):>9} {_time(r[f'tpot_{which}_s']):>9} "
+            f"{r[f'throughput_{which}_tok_s']:10,.1f}  "
+            f"{r['decode_bound_predicted' if 'kind' in r else 'decode_bound']}"
         )
     return "\n".join(lines)
 

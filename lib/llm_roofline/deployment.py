@@ -14,13 +14,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import counts, formulas, validate
-from .dtypes import GROUPED, bytes_per_element, canonical
+from .dtypes import (
+    GROUPED,
+    bytes_per_element,
+    canonical,
+    math_class,
+    mla_cache_bytes_per_element,
+    nominal_bits,
+)
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
 __all__ = [
     "ATTENTION_KERNEL", "ELEMENTWISE", "Flag", "HEAD_OPS", "Label", "MIN_PREFILL_CHUNK", "Number",
-    "Setup", "WEIGHT_MATMULS", "kv_share", "prefill_chunk_of", "prefill_pass_tokens", "setup",
+    "ROUTED_KERNELS",
+    "Setup", "WEIGHT_MATMULS", "floor_caveats", "floor_scope", "kv_bytes_per_element", "kv_share",
+    "prefill_chunk_of", "prefill_pass_tokens", "setup",
 ]
 
 Number = float | np.ndarray  # a float, or an array of them when the sizes are arrays
@@ -59,7 +68,13 @@ on the vector units while the activations stay on chip: it is never priced at a 
 peak. Its time is its compulsory bytes over the bandwidth (a norm's weights, the cache it
 writes, the embedding rows it reads); its FLOPs are counted but overlap the neighbour's."""
 
-WEIGHT_MATMULS = frozenset(formulas.LINEAR_OPS) | {
+_ROUTED_OPS = ("gate_proj", "up_proj", "down_proj")
+
+ROUTED_KERNELS = frozenset(f"routed_{op}" for op in _ROUTED_OPS)
+"""The routed experts' matmuls, priced apart when ``setup(expert_dtype=...)`` gives them their
+own format (gpt-oss: MXFP4 experts, BF16 attention; DeepSeek-R1 on Blackwell: NVFP4 experts)."""
+
+WEIGHT_MATMULS = frozenset(formulas.LINEAR_OPS) | ROUTED_KERNELS | {
     "router", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"}
 """The kernels that multiply activations by a weight matrix (the ones ``critical_batch`` is about)."""
 
@@ -92,6 +107,8 @@ class Setup:
     mfu: float
     shares: dict[str, float] = field(repr=False, compare=False)
     sizes: dict[str, float] = field(repr=False, compare=False)
+    expert_dtype: str | None = None  # the routed experts' format, where it is not weight_dtype
+    expert_compute_dtype: str | None = None  # the routed experts' math (ROUTED_KERNELS)
 
     @property
     def peak(self) -> float:
@@ -111,6 +128,8 @@ class Setup:
         """
         if kernel in ELEMENTWISE:
             return None
+        if kernel in ROUTED_KERNELS:
+            return self.expert_compute_dtype or self.compute_dtype
         if kernel in HEAD_OPS:
             return self.head_dtype
         if kernel == "attention" or kernel in ATTENTION_KERNEL:
@@ -139,7 +158,8 @@ class Setup:
     def precision(self) -> str:
         """The precisions in words, e.g. ``'weights int4, KV cache bf16, math bf16 (W4A16: ...)'``."""
         return _describe_precision(self.weight_dtype, self.kv_dtype, self.compute_dtype,
-                                   self.head_dtype, self.attention_dtype)
+                                   self.head_dtype, self.attention_dtype, self.expert_dtype,
+                                   self.expert_compute_dtype)
 
     def pass_costs(self, batch, n_new, n_past, *, absorbed: bool,
                    logits_tokens=None) -> dict[str, tuple[Number, Number, Number]]:
@@ -154,14 +174,37 @@ class Setup:
         if logits_tokens is not None:
             head = counts.op_elements(cfg, logits_tokens, 1, 0)
             ops["lm_head"], ops["sampling"] = head["lm_head"], head["sampling"]
+        routed = self._routed_elements(batch, n_new) if self.expert_dtype else {}
         out: dict[str, list] = {}
         for op, (flops, weights, kv, _act) in ops.items():
             share = self.shares[op]
-            w = weights * self.sizes["head" if op in HEAD_OPS else "weight"] * share
-            parts = (flops * share, w, kv * self.sizes["kv"] * share)
-            k = _kernel(op)
-            out[k] = [a + b for a, b in zip(out[k], parts, strict=True)] if k in out else list(parts)
+            pieces = [(_kernel(op), flops, weights, kv, "head" if op in HEAD_OPS else "weight")]
+            if op in routed:  # the routed experts apart, in their own format and math
+                r_flops, r_weights = routed[op]
+                pieces = [(op, flops - r_flops, weights - r_weights, kv, "weight"),
+                          (f"routed_{op}", r_flops, r_weights, 0.0, "expert")]
+            for k, f, w, c, size in pieces:
+                parts = (f * share, w * self.sizes[size] * share, c * self.sizes["kv"] * share)
+                out[k] = ([a + b for a, b in zip(out[k], parts, strict=True)] if k in out
+                          else list(parts))
         return {k: tuple(v) for k, v in out.items()}
+
+    def _routed_elements(self, batch, n_new) -> dict[str, tuple]:
+        """Per expert matmul, the routed experts' ``(FLOPs, weight elements)`` of a pass.
+
+        ``T = batch * n_new`` tokens send ``T k`` (token, expert) pairs, ``2 d d_expert`` FLOPs
+        each a matrix, and touch ``E (1 - (1 - k/E)^T)`` experts a layer, each read once (the
+        rule of ``formulas.expected_experts_expr``), in each of the MoE layers.
+        """
+        cfg = self.model
+        if not cfg.is_moe:
+            return {}
+        e, k, layers = cfg.n_routed_experts, cfg.n_experts_per_token, cfg.n_moe_layers
+        matrix = cfg.hidden_size * cfg.moe_intermediate_size
+        tokens = np.asarray(batch, dtype=float) * np.asarray(n_new, dtype=float)
+        touched = e * (1 - (1 - k / e) ** tokens)
+        ops = ("gate_proj", "up_proj", "down_proj") if cfg.gated_mlp else ("up_proj", "down_proj")
+        return {op: (layers * tokens * k * 2 * matrix, layers * touched * matrix) for op in ops}
 
     def prefill_passes(self, batch, prompt_len, chunk: int) -> list[tuple]:
         """The passes of a prefill run in chunks of at most ``chunk`` tokens, as groups.
@@ -260,9 +303,19 @@ class Setup:
         return n * link + g_link, n * network + g_network, n * latency + g_latency
 
     def weight_bytes_by_op(self) -> dict[str, float]:
-        """Bytes of weights one GPU holds, per op (``ModelConfig.params_by_op`` times its share)."""
-        return {op: n * self.shares[op] * self.sizes["head" if op in HEAD_OPS else "weight"]
-                for op, n in self.model.params_by_op().items()}
+        """Bytes of weights one GPU holds, per op (``ModelConfig.params_by_op`` times its share);
+        with ``expert_dtype`` the routed experts apart, as ``routed_<op>``."""
+        out = {op: n * self.shares[op] * self.sizes["head" if op in HEAD_OPS else "weight"]
+               for op, n in self.model.params_by_op().items()}
+        if self.expert_dtype and self.model.is_moe:
+            cfg = self.model
+            held = (cfg.n_moe_layers * cfg.n_routed_experts * cfg.hidden_size
+                    * cfg.moe_intermediate_size)
+            for op in _ROUTED_OPS if cfg.gated_mlp else _ROUTED_OPS[1:]:
+                share = self.shares[op]
+                out[op] -= held * share * self.sizes["weight"]
+                out[f"routed_{op}"] = held * share * self.sizes["expert"]
+        return out
 
     def allreduce_bytes(self, tokens, logits_tokens=None) -> Number:
         """Bytes each GPU sends (and receives) in the collectives of ``allreduce_s`` (rings)."""
@@ -274,7 +327,8 @@ class Setup:
 def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dtype: str = "bf16",
           kv_dtype: str = "bf16", compute_dtype: str | None = None, act_dtype: str = "bf16",
           weight_group_size: int = 128, n_gpus: int = 1, mbu: float = 1.0,
-          mfu: float = 1.0, attention_dtype: str | None = None) -> Setup:
+          mfu: float = 1.0, attention_dtype: str | None = None,
+          expert_dtype: str | None = None) -> Setup:
     """Check a serving configuration once and return the ``Setup`` every calculation uses.
 
     ``compute_dtype`` (the body's weight matmuls) defaults to fp8 for fp8 weights and int8 for
@@ -285,21 +339,36 @@ def setup(model: ModelConfig | str, accelerator: Accelerator | str, *, weight_dt
     fp8 cache. Each falls back to the widest 16-bit or 32-bit peak the chip has
     (``Setup.math_dtype``).
     ``mbu``, ``mfu``: achieved fractions of peak bandwidth and peak FLOP/s, from 0.001 to 1.
+    ``expert_dtype``: an MoE model's routed experts in their own format (their kernels
+    ``routed_gate_proj``, ...: bytes at that size, math at its peak where the chip has it, as
+    ``compute_dtype`` chooses for weights), the rest at ``weight_dtype``: gpt-oss's MXFP4
+    experts beside BF16 attention. None: the experts are weights like the others.
     """
     cfg, chip = _model(model), get_accelerator(accelerator)
-    n_gpus = validate.integer("n_gpus", n_gpus, maximum=2**20)
+    n_gpus = validate.integer("n_gpus", n_gpus, maximum=2**20, unit="GPUs")
     nodes = chip.nodes(n_gpus)  # raises without an interconnect, or without a network beyond
     weights, kv = canonical(weight_dtype), canonical(kv_dtype)
     act = canonical(act_dtype)
-    group = validate.integer("weight_group_size", weight_group_size, maximum=2**20)
+    group = validate.integer("weight_group_size", weight_group_size, maximum=2**20,
+                             unit="weights")
     head = weights if weights in _FLOAT_FORMATS else "bf16"
+    sizes = _sizes(weights, kv, act, group, cfg)
+    expert = expert_compute = None
+    if expert_dtype is not None:
+        expert = canonical(expert_dtype)
+        if not cfg.is_moe:
+            raise ValueError(f"expert_dtype applies to a mixture-of-experts model; {cfg.name!r} "
+                             f"is dense: use weight_dtype")
+        sizes["expert"] = float(bytes_per_element(expert, group if expert in GROUPED else None))
+        expert_compute = _compute_dtype(chip, expert, None)
     return Setup(
         model=cfg, accelerator=chip, n_gpus=n_gpus, nodes=nodes, weight_dtype=weights,
         kv_dtype=kv, compute_dtype=_compute_dtype(chip, weights, compute_dtype), act_dtype=act,
         weight_group_size=group, head_dtype=_compute_dtype(chip, head, None),
-        attention_dtype=_compute_dtype(chip, act, attention_dtype), mbu=validate.fraction("mbu", mbu),
+        attention_dtype=_compute_dtype(chip, act, attention_dtype, "attention_dtype"),
+        mbu=validate.fraction("mbu", mbu),
         mfu=validate.fraction("mfu", mfu), shares=_shares(cfg, n_gpus),
-        sizes=_sizes(weights, kv, act, group),
+        sizes=sizes, expert_dtype=expert, expert_compute_dtype=expert_compute,
     )
 
 
@@ -334,19 +403,20 @@ def _model(model) -> ModelConfig:
 
 
 def _sizes_of(cfg: ModelConfig, batch, prompt_len, output_len):
-    b, p, o = (validate.integers(n, v) for n, v in
-               (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)))
+    b, p, o = (validate.integers(n, v, unit=u) for n, v, u in
+               (("batch", batch, "requests"), ("prompt_len", prompt_len, "tokens"),
+                ("output_len", output_len, "tokens")))
     if np.any(p + o > cfg.max_context):
         worst = int(np.max(p + o))
         raise ValueError(
-            f"prompt_len + output_len = {worst:,} exceeds the context limit of {cfg.name!r}: "
-            f"max_context = {cfg.max_context}"
+            f"prompt_len + output_len = {worst:,} tokens exceeds the context limit of "
+            f"{cfg.name!r}: max_context = {cfg.max_context:,} tokens"
         )
     return b, p, o
 
 
 def _contexts(cfg: ModelConfig, context) -> np.ndarray:
-    return validate.integers("context", context, maximum=cfg.max_context)
+    return validate.integers("context", context, maximum=cfg.max_context, unit="tokens")
 
 
 MIN_PREFILL_CHUNK = 64
@@ -355,7 +425,7 @@ MIN_PREFILL_CHUNK = 64
 
 def prefill_chunk_of(chunk) -> int:
     """``prefill_chunk`` checked: an integer of at least ``MIN_PREFILL_CHUNK`` tokens."""
-    return validate.integer("prefill_chunk (tokens)", chunk, minimum=MIN_PREFILL_CHUNK)
+    return validate.integer("prefill_chunk", chunk, minimum=MIN_PREFILL_CHUNK, unit="tokens")
 
 
 def prefill_pass_tokens(batch, prompt_len, chunk: int):
@@ -376,14 +446,14 @@ def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
     """Per op, the fraction of its FLOPs and bytes one GPU does under tensor parallelism."""
     if cfg.n_heads % n_gpus:
         raise ValueError(
-            f"n_gpus ({n_gpus}) must divide n_heads ({cfg.n_heads}) of {cfg.name!r} "
-            "for tensor parallelism"
+            f"n_gpus ({n_gpus} GPUs) must divide n_heads ({cfg.n_heads} attention heads) of "
+            f"{cfg.name!r} for tensor parallelism"
         )
     kv = cfg.n_kv_heads
     if not cfg.is_mla and kv % n_gpus and n_gpus % kv:
         raise ValueError(
-            f"n_gpus ({n_gpus}) must divide n_kv_heads ({kv}) of {cfg.name!r}, or be a multiple "
-            "of it (then the KV heads are replicated)"
+            f"n_gpus ({n_gpus} GPUs) must divide n_kv_heads ({kv} KV heads) of {cfg.name!r}, or "
+            "be a multiple of it (then the KV heads are replicated)"
         )
     share = kv_share(cfg, n_gpus)
     replicated = _REPLICATED | (_KV_OPS if cfg.is_mla else set())
@@ -393,13 +463,18 @@ def _shares(cfg: ModelConfig, n_gpus: int) -> dict[str, float]:
     }
 
 
-def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -> str:
+def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None,
+                   name: str = "compute_dtype") -> str:
     if compute_dtype is not None:
-        chip.peak(compute_dtype)  # raises if the chip lacks it
+        try:
+            chip.peak(compute_dtype)  # raises if the chip lacks it
+        except ValueError as err:  # the message names the argument the user passed
+            raise ValueError(f"{name} {validate.shorten(compute_dtype, 40)}: {err}") from None
         return canonical(compute_dtype)
-    # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16)
-    wanted = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "int4": "bf16", "int4_zp": "bf16"}.get(
-        weights, weights)
+    # fp8 and int8 weights run fp8/int8 tensor math (W8A8); int4 weights are dequantised (W4A16);
+    # NVFP4/MXFP4 weights run FP4 math where the chip has FP4 tensor cores (W4A4), MXFP6 FP6 math,
+    # MXFP8 FP8 math; elsewhere they are dequantised to 16 bits (W4A16: an H100 has no FP4 math)
+    wanted = {"int4": "bf16", "int4_zp": "bf16"}.get(weights, math_class(weights))
     # else dequantised to 16 bits; a chip with no 16-bit peak in the data (a measured CPU has
     # only the fp32 peak it was measured at) computes in the widest precision it has
     for dtype in (wanted, "bf16", "fp16", "fp32"):
@@ -409,11 +484,22 @@ def _compute_dtype(chip: Accelerator, weights: str, compute_dtype: str | None) -
                      f"math: {', '.join(chip.precisions)}: pass compute_dtype")
 
 
-def _bits(dtype: str) -> float:
-    return 8 * float(bytes_per_element("fp8" if dtype == "fp8" else dtype))
+def _bits(dtype: str) -> int:
+    """Nominal bits of one value (scales left out): the 4 of W4A16 for nvfp4 and int4."""
+    return nominal_bits(dtype)
 
 
-def _describe_precision(weights: str, kv: str, compute: str, head: str, attention: str) -> str:
+def _describe_precision(weights: str, kv: str, compute: str, head: str, attention: str,
+                        expert: str | None = None, expert_compute: str | None = None) -> str:
+    text = _describe_body(weights, kv, compute, head, attention)
+    if expert:
+        w, a = _bits(expert), _bits(expert_compute)
+        kind = (f"weight-only, W{w}A{a}" if w < a else f"W{w}A{a}")
+        text += f"; routed experts {expert}, their math {expert_compute} ({kind})"
+    return text
+
+
+def _describe_body(weights: str, kv: str, compute: str, head: str, attention: str) -> str:
     w, a = _bits(weights), _bits(compute)
     if w < a:
         kind = (f"weight-only, W{w:g}A{a:g}: {weights} weights cut the bytes, the math runs at "
@@ -427,12 +513,61 @@ def _describe_precision(weights: str, kv: str, compute: str, head: str, attentio
             f"attention math {attention}")
 
 
-def _sizes(weights: str, kv: str, act: str, group_size: int) -> dict[str, float]:
+def floor_scope(where: str, gpus: int, chip: str, weight_dtype: str, compute_dtype: str,
+                kv_dtype: str) -> str:
+    """What a floor is a floor of, in one line: its layout, chips and formats.
+
+    ``floor (TP8, all-reduces in bf16, on 8 x NVIDIA H100 SXM; bf16 weights, W16A16, KV cache
+    bf16)``. The floor holds for that layout and those formats only: an engine in another
+    layout (data-parallel attention with expert parallelism) or format can beat it.
+    """
+    w, a = nominal_bits(weight_dtype), nominal_bits(compute_dtype)
+    kind = f"W{w}A{a}" + (" weight-only" if w < a else "")
+    chips = f"{gpus} x {chip}" if gpus > 1 else chip
+    return f"floor ({where} on {chips}; {weight_dtype} weights, {kind}, KV cache {kv_dtype})"
+
+
+def floor_caveats(cfg: ModelConfig, n_gpus: int) -> tuple[str, ...]:
+    """Where an engine can beat the tensor-parallel floor of ``calculator.estimate``.
+
+    Each is a setup outside what that floor models, named with the function that models it
+    where the library has one. Always: one token per user a step (speculative decoding, MTP,
+    makes several) and every prompt token prefilled (a prefix cache skips some).
+    """
+    out = []
+    if n_gpus > 1 and cfg.is_mla:
+        out.append("the MLA latent cache is replicated on every GPU under tensor parallelism; "
+                   "data-parallel attention stores it once (parallel.dp_ep_estimate) and can "
+                   "beat this floor")
+    elif n_gpus > 1 and cfg.is_moe:
+        out.append("tensor parallelism splits every expert; data-parallel attention with expert "
+                   "parallelism (parallel.dp_ep_estimate) moves other bytes and can beat this "
+                   "floor")
+    out.append("one token per user a decode step: speculative decoding (draft models, MTP; "
+               "serving.speculative) can beat the TPOT floor; a prefix cache can beat the TTFT "
+               "floor")
+    return tuple(out)
+
+
+def kv_bytes_per_element(cfg: ModelConfig, kv_dtype: str) -> float:
+    """Bytes per cached number of ``cfg``'s KV cache at ``kv_dtype``.
+
+    ``bytes_per_element(kv_dtype)``, except an MLA latent cache in fp8, stored as FlashMLA
+    stores it (``dtypes.mla_cache_bytes_per_element``: 656 bytes a token a layer for
+    DeepSeek-V3's 576 numbers, not 576).
+    """
+    if cfg.is_mla:
+        return float(mla_cache_bytes_per_element(kv_dtype, cfg.kv_lora_rank, cfg.qk_rope_head_dim))
+    return float(bytes_per_element(kv_dtype))
+
+
+def _sizes(weights: str, kv: str, act: str, group_size: int,
+           cfg: ModelConfig | None = None) -> dict[str, float]:
     """Bytes per element: body weights, 16-bit head, KV cache, activations."""
     group = group_size if weights in GROUPED else None
     return {
         "weight": float(bytes_per_element(weights, group)),
         "head": float(bytes_per_element(weights if weights in _FLOAT_FORMATS else "bf16")),
-        "kv": float(bytes_per_element(kv)),
+        "kv": kv_bytes_per_element(cfg, kv) if cfg is not None else float(bytes_per_element(kv)),
         "act": float(bytes_per_element(act)),
     }

@@ -258,7 +258,10 @@ class Accelerator:
         return _peak_key(dtype) in self.peaks
 
     def peak(self, dtype: str = "bf16") -> float:
-        """Dense peak of tensor math in ``dtype``, FLOP/s; both fp8 variants share "fp8"."""
+        """Dense peak of tensor math in ``dtype``, FLOP/s; both fp8 variants and MXFP8 share
+        "fp8", NVFP4 and MXFP4 share "fp4", MXFP6 "fp6". A chip without that math in the data
+        (an H100 has no FP4 tensor cores) raises: 4-bit weights on it run at a 16-bit or
+        8-bit peak (W4A16, W4A8), which ``deployment.setup`` chooses."""
         key = _peak_key(dtype)
         if key not in self.peaks:
             raise ValueError(
@@ -303,9 +306,9 @@ def _message(message_bytes):
 
 
 def _peak_key(dtype: str) -> str:
-    """The key of ``dtype`` in ``Accelerator.peaks``: its canonical name, "fp8" for both fp8s."""
-    key = dtypes.canonical(dtype)
-    return "fp8" if key.startswith("fp8") else key
+    """The key of ``dtype`` in ``Accelerator.peaks``: its canonical name; "fp8" for both fp8s
+    and MXFP8, "fp6" for MXFP6, "fp4" for NVFP4 and MXFP4 (``dtypes.math_class``)."""
+    return dtypes.math_class(dtype)
 
 
 def _normalise(name: str) -> str:
@@ -375,10 +378,10 @@ def _from_record(record: dict, where: str = "accelerator record") -> Accelerator
         raise ValueError(f"{where} peak_tflops must be an object of precision to TFLOP/s, got "
                          f"{validate.shorten(peaks)}")
     for key in peaks:
-        if not isinstance(key, str) or key not in (*dtypes.list_dtypes(), "fp8") or (
+        if not isinstance(key, str) or key not in (*dtypes.list_dtypes(), "fp8", "fp6", "fp4") or (
                 _peak_key(key) != key):
             raise ValueError(f"{where} peak_tflops: {validate.shorten(key)} is not a precision "
-                             f"such as 'bf16', 'fp16', 'fp8', 'int8'")
+                             f"such as 'bf16', 'fp16', 'fp8', 'fp6', 'fp4', 'int8'")
     link = record["interconnect"]
     if link is not None:
         link = _object(f"{where} interconnect", link, _LINK_KEYS,

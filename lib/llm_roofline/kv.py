@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import counts, formulas, validate
-from .dtypes import bytes_per_element
+from .dtypes import bytes_per_element, mla_cache_bytes_per_element
 from .models import ModelConfig, resolve
 
 __all__ = ["step_traffic", "crossover_context", "attention_intensity"]
@@ -24,6 +24,13 @@ __all__ = ["step_traffic", "crossover_context", "attention_intensity"]
 
 def _model(model) -> ModelConfig:
     return resolve(model)
+
+
+def _kv_bytes(cfg: ModelConfig, kv_dtype: str) -> float:
+    """Bytes per cached number; an fp8 MLA latent as FlashMLA stores it (656 B a token a layer)."""
+    if cfg.is_mla:
+        return float(mla_cache_bytes_per_element(kv_dtype, cfg.kv_lora_rank, cfg.qk_rope_head_dim))
+    return float(bytes_per_element(kv_dtype))
 
 
 def step_traffic(model, batch, context, *, weight_dtype: str = "bf16",
@@ -42,7 +49,7 @@ def step_traffic(model, batch, context, *, weight_dtype: str = "bf16",
     weights = sum(ops[op][1] for op in ops)
     return {
         "weights": weights * float(bytes_per_element(weight_dtype)),
-        "kv": ops["kv_read"][2] * float(bytes_per_element(kv_dtype)),
+        "kv": ops["kv_read"][2] * _kv_bytes(cfg, kv_dtype),
     }
 
 
@@ -55,7 +62,7 @@ def crossover_context(model, batch, *, weight_dtype: str = "bf16", kv_dtype: str
     cfg = _model(model)
     b = validate.integers("batch", batch)
     one = step_traffic(cfg, b, 1, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    per_token = cfg.kv_elements_per_token * float(bytes_per_element(kv_dtype))
+    per_token = cfg.kv_elements_per_token * _kv_bytes(cfg, kv_dtype)
     out = one["weights"] / (b * per_token)
     return float(out) if np.ndim(out) == 0 else out
 
@@ -77,7 +84,7 @@ def attention_intensity(model, *, kv_dtype: str = "bf16", grouped: bool = True,
         raise ValueError(f"tp ({tp}) must divide n_heads ({cfg.n_heads}) of {cfg.name!r}")
     ops = counts.op_elements(cfg, 1, 1, 1023, absorbed=True)
     flops = float(sum(ops[op][0] for op in formulas.ATTENTION_OPS))
-    kv = float(ops["kv_read"][2]) * float(bytes_per_element(kv_dtype))
+    kv = float(ops["kv_read"][2]) * _kv_bytes(cfg, kv_dtype)
     if not grouped and not cfg.is_mla:
         kv *= cfg.n_heads / cfg.n_kv_heads
     if cfg.is_mla:

@@ -17,8 +17,11 @@ The pieces of chapter 8 (``notebooks/08_your_machine``):
       llm_roofline.estimate(cfg, chip, 1, 128, 64, weight_dtype="fp32", kv_dtype="fp32",
                             act_dtype="fp32")
 
-- :func:`profile` runs the tiny transformer and keeps, per phase and operation, the counted
-  FLOPs and bytes and the measured seconds of its best run; :func:`predict` adds each
+- :func:`profile` counts, per phase and operation, the tiny transformer's FLOPs and bytes
+  (exactly, with its tally) and times each operation alone, the careful way
+  (:func:`llm_roofline.measure.timing`: the model's own method on warmed buffers, weights
+  cycled cold as in a pass, the best of several samples, its spread);
+  :func:`pass_times` times the whole passes the same way; :func:`predict` adds each
   operation's roofline time ``max(FLOPs / peak, bytes / bandwidth)`` and the error of it;
   :func:`totals` sums them per phase. The refinements of the chapter's "where the model
   breaks" are options of :func:`predict`: the read bandwidth at the working set's size (a
@@ -33,20 +36,21 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import numbers
-import os
 from pathlib import Path
 
 import numpy as np
 
 from . import hardware, validate
 from .hardware import Accelerator
+from .measure import last_level_cache_bytes
 from .models import ModelConfig, resolve
 
 __all__ = [
     "BLAS_OPS", "chapter_models", "host_accelerator", "accelerator_record", "save_accelerator",
     "load_accelerators",
-    "bandwidth_at", "footprint_bytes", "profile", "per_call", "predict", "totals", "rows_steps",
+    "bandwidth_at", "footprint_bytes", "pass_times", "profile", "per_call", "predict", "totals", "rows_steps",
     "plot_roofline",
 ]
 
@@ -205,9 +209,9 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
     ``data/accelerators.json``: ``{"about": ..., "accelerators": [record, ...]}``.
 
     Figures are rounded to 6 significant digits; every built-in chip reads back equal. Returns
-    the path written. An existing file is replaced only if it is itself an accelerator data
-    file (a notebook re-run saves again) or with ``force=True``; the file is written whole or
-    not at all.
+    the path written. An existing file is replaced only if this function wrote it (a notebook
+    re-run saves again; its ``about`` says so) or with ``force=True``; the file is written whole
+    or not at all (the library's one writer gate, :func:`validate.write_output`).
     """
     force = validate.boolean("force", force)
     if isinstance(chips, Accelerator):
@@ -216,20 +220,12 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
             isinstance(c, Accelerator) for c in chips):
         raise ValueError(f"chips must be an Accelerator or a non-empty list of them, got "
                          f"{validate.shorten(chips)}")
-    if not isinstance(path, str | os.PathLike) or not str(os.fspath(path)).strip():
-        raise ValueError(f"path must be a file name, got {validate.shorten(path)}")
-    path = Path(path)
+    # the library's one gate for writers (validate.destination, validate.write_output)
+    path = validate.destination("path", path, folder=False)
     shown = validate._shown(path)
-    if path.is_dir():
-        raise ValueError(f"path {shown} is a folder: give a file name such as my_machine.json")
     if not path.parent.is_dir():
         raise ValueError(f"path {shown}: the folder {validate._shown(path.parent)} does not exist")
-    if path.exists() and not force:
-        try:
-            hardware.load_accelerators(path)
-        except ValueError:
-            raise ValueError(f"path {shown} exists and is not an accelerator data file: "
-                             "choose another name, or pass force=True to replace it") from None
+    validate.replaceable("path", path, marker=_SAVED, force=force, flag="force=True")
     data = {
         "about": "Accelerators in the schema of llm_roofline/data/accelerators.json (memory_gib "
         "in GiB, bandwidth_gb_s in GB/s, peak_tflops in TFLOP/s, dense); written by "
@@ -237,11 +233,12 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
         "accelerators": [accelerator_record(c) for c in chips],
     }
     text = json.dumps(data, indent=2, allow_nan=False) + "\n"
-    try:
-        validate.write_atomically(path, text, prefix=path.name[:50])
-    except OSError as err:
-        raise ValueError(f"cannot write {shown}: {err.strerror or type(err).__name__}") from None
-    return path
+    return validate.write_output("path", path, text, marker=_SAVED, force=True)
+
+
+_SAVED = "written by llm_roofline.machine.save_accelerator"
+"""The signature in the ``about`` of a file :func:`save_accelerator` wrote: such a file is
+replaced on the next save; any other needs ``force=True``."""
 
 
 def load_accelerators(path) -> list[Accelerator]:
@@ -286,31 +283,201 @@ def footprint_bytes(cfg, batch: int, context: int, itemsize: int = 4) -> int:
 # ---- measured against predicted ----------------------------------------------------------
 
 
-def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 3,
-            seed: int = 0) -> list[dict]:
-    """Run ``model.generate`` on ``batch`` random prompts of ``prompt_len`` tokens for one
-    prefill and ``n_decode`` decode steps, ``runs`` times; the rows of the fastest run.
+MAX_PROFILE_TOKENS = 1 << 16
+"""The most tokens (batch x prompt) :func:`profile` runs in one pass."""
+
+
+def _op_kernels(model, B: int, n: int, past: int, lm_rows: int, rng) -> dict:
+    """Each operation of one layer (and of the pass's ends) as a function that makes its
+    buffers and returns the functions of no arguments that run the model's own method on
+    them: ``B`` sequences of ``n`` new tokens after ``past`` cached ones, the LM head on
+    ``lm_rows`` rows. The tally is off, so
+    a call is the operation and nothing else. ``kv_read`` hands the cache over as a view: its
+    time is that of making the view, and the attention products pay for reading it."""
+    from .tiny import KVCache
+
+    cfg, act = model.cfg, model.act
+    d, H, G, dh = cfg.hidden_size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    T, S = B * n, past + n
+    layer = model.layers[0]
+    tokens = rng.integers(0, cfg.vocab_size, (B, n))
+    x = rng.standard_normal((T, d)).astype(act)  # [T, d], the residual stream
+    h = model._norm("attn_norm", x, layer["attn_norm"])  # [T, d]
+    q = model._linear("q_proj", h, *layer["q_proj"]).reshape(B, n, H, dh)
+    k = model._linear("k_proj", h, *layer["k_proj"]).reshape(B, n, G, dh)
+    v = model._linear("v_proj", h, *layer["v_proj"]).reshape(B, n, G, dh)
+    cos, sin = model._rope_tables(past, S)  # [n, dh]
+    cache = KVCache.empty(cfg, B, S, model.dtype)
+    cache.k[...] = rng.standard_normal(cache.k.shape)
+    cache.v[...] = rng.standard_normal(cache.v.shape)
+    kc, vc = cache.k[0], cache.v[0]  # [B, G, S, dh]
+    qr, kr = model._rope(q, k, cos, sin)
+    K, V = model._kv_cache(kr, v, kc, vc, past)  # [B, G, S, dh]
+    qg = np.ascontiguousarray(  # [B, G, g*n, dh], as _causal_attention hands it over
+        qr.reshape(B, n, G, H // G, dh).transpose(0, 2, 3, 1, 4)).reshape(B, G, -1, dh)
+    mask = None
+    if n > 1:
+        seen = np.arange(past + n) <= past + np.arange(n)[:, None]  # [n, S]
+        mask = np.where(seen, 0, -np.inf).astype(act)
+    scale = 1.0 / math.sqrt(dh)
+    scores = model._attn_scores(qg, K)  # [B, G, g*n, S], softmaxed in place below
+    p = model._softmax(scores.copy(), scale, mask)
+    a = model._attn_values(p, V).reshape(B, G, H // G, n, dh).transpose(0, 3, 1, 2, 4)
+    a = a.reshape(T, H * dh)
+    gate = model._linear("gate_proj", h, *layer["gate_proj"])  # [T, f]
+    up = model._linear("up_proj", h, *layer["up_proj"])
+    m = model._swiglu(gate, up)
+    y = x.copy()  # the residual adds into its second operand
+    last = np.ascontiguousarray(x[:lm_rows])  # [rows, d]
+    logits = model._linear("lm_head", last, model.head)  # [rows, V]
+    final = model.w["model.norm.weight"]
+    kernels = {
+        "embed": lambda: model._embed(tokens),
+        "attn_norm": lambda: model._norm("attn_norm", x, layer["attn_norm"]),
+        "rope": lambda: model._rope(q, k, cos, sin),
+        "kv_write": lambda: model._kv_cache(kr, v, kc, vc, past),
+        "kv_read": lambda: (kc[:, :, :S], vc[:, :, :S]),  # a view: no bytes move
+        "attn_scores": lambda: model._attn_scores(qg, K),
+        "softmax": lambda: model._softmax(scores, scale, mask),
+        "attn_values": lambda: model._attn_values(p, V),
+        "residual": lambda: model._residual(x, y),
+        "mlp_norm": lambda: model._norm("mlp_norm", x, layer["mlp_norm"]),
+        "mlp_act": lambda: model._swiglu(gate, up),
+        "final_norm": lambda: model._norm("final_norm", x, final),
+        "lm_head": lambda: model._linear("lm_head", last, model.head),
+        "sampling": lambda: logits.argmax(axis=-1),  # what generate does with the logits
+    }
+    kernels = {op: (None if fn is None else (lambda fn=fn: [fn])) for op, fn in kernels.items()}
+    # A weight is used once per pass; in a model larger than the last-level cache it comes
+    # from main memory each time. So each product cycles through every layer's weight and,
+    # for such a model, through copies of them, until the cycle holds twice the cache.
+    # (A prefill's products reuse each weight for every token: there the copies change
+    # nothing but the time the measurement takes, so they are made for a decode only.)
+    llc = last_level_cache_bytes() or 32 * 2**20
+    cold = cfg.n_params * model.dtype.itemsize > llc and T <= 16
+
+    def cycle(op, arg, weights):
+        size = sum(w.nbytes + (0 if b is None else b.nbytes) for w, b in weights)
+        copies = max(1, math.ceil(2 * llc / size)) if cold else 1
+        pool = list(weights) + [(w.copy(), None if b is None else b.copy())
+                                for _ in range(copies - 1) for w, b in weights]
+        return [lambda w=w, b=b: model._linear(op, arg, w, b) for w, b in pool]
+
+    for op, arg in (("q_proj", h), ("k_proj", h), ("v_proj", h), ("o_proj", a),
+                    ("gate_proj", h), ("up_proj", h), ("down_proj", m)):
+        kernels[op] = lambda op=op, arg=arg: cycle(op, arg, [lay[op] for lay in model.layers])
+    kernels["lm_head"] = lambda: cycle("lm_head", last, [(model.head, None)])
+    return kernels
+
+
+def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
+            seed: int = 0, min_seconds: float = 0.002, threads: int | None = None,
+            clock: str | None = None) -> list[dict]:
+    """Each operation of ``model.generate`` (one prefill of ``batch`` random prompts of
+    ``prompt_len`` tokens, ``n_decode`` decode steps), counted exactly and timed alone.
 
     One row per (phase, operation), as ``Tally.rows`` gives them: FLOPs, bytes read and
-    written (counted), seconds (measured) and calls, plus ``batch`` and ``prompt_len``.
+    written and calls, counted by a tallied run of ``generate``; and ``seconds``, measured
+    the careful way (:func:`llm_roofline.measure.timing`): the operation's own method run on
+    buffers made once, repeated until a repetition lasts ``min_seconds``, the best of
+    ``runs`` repetitions, the BLAS on ``threads`` threads (default: its current count).
+    ``seconds`` is that time per call times the calls; a decode step is timed at the middle
+    of the run's contexts. Each row also has ``per_call_s``, ``spread`` (median / best - 1 of
+    the repetitions), ``waited`` (the share of wall time spent waiting for a core),
+    ``clock``, ``batch`` and ``prompt_len``. ``clock`` as
+    :func:`llm_roofline.measure.timing` (default ``"cpu"`` on one thread, else ``"wall"``).
+    Compare the sum with :func:`pass_times`.
     """
+    from .measure import blas_info, blas_threads, default_clock, timing
     from .tiny import Tally, TinyLlama
 
     if not isinstance(model, TinyLlama):
         raise ValueError(f"model must be a TinyLlama, got {validate.shorten(model)}")
+    if model.skip_masked:
+        raise ValueError("profile times the masked attention: build the model with "
+                         "skip_masked=False")
     seed = validate.integer("seed", seed, minimum=0, maximum=2**64 - 1)
-    batch = validate.integer("batch", batch)
-    prompt_len = validate.integer("prompt_len", prompt_len)
-    n_decode = validate.integer("n_decode", n_decode)
+    batch = validate.integer("batch", batch, maximum=MAX_PROFILE_TOKENS)
+    prompt_len = validate.integer("prompt_len", prompt_len, maximum=model.cfg.max_context)
+    n_decode = validate.integer("n_decode", n_decode, maximum=model.cfg.max_context)
+    if batch * prompt_len > MAX_PROFILE_TOKENS:
+        raise ValueError(f"batch x prompt_len must be at most {MAX_PROFILE_TOKENS:,} tokens, got "
+                         f"{batch:,} x {prompt_len:,} = {batch * prompt_len:,}")
+    runs = validate.integer("runs", runs, maximum=100)
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(0, model.cfg.vocab_size, (batch, prompt_len))
+    tally = Tally()
+    model.generate(prompt, n_decode + 1, tally=tally)  # the exact counts
+    rows = tally.rows()
+    V, d = model.cfg.vocab_size, model.cfg.hidden_size
+    with blas_threads(threads):
+        clock = default_clock(threads or blas_info().get("threads"), clock)
+        per_call: dict[tuple[str, str], dict] = {}
+        for phase, n, past in (("prefill", prompt_len, 0),
+                               ("decode", 1, prompt_len + (n_decode - 1) // 2)):
+            head = next(r for r in rows if r["phase"] == phase and r["op"] == "lm_head")
+            lm_rows = head["flops"] // (2 * V * d * head["calls"])
+            for op, make in _op_kernels(model, batch, n, past, lm_rows, rng).items():
+                if make is None:
+                    per_call[phase, op] = {"seconds": 0.0, "spread": 0.0, "waited": 0.0}
+                    continue
+                t = timing(make(), runs, min_seconds, clock)  # one function per buffer, in turn
+                per_call[phase, op] = t
+    out = []
+    for r in rows:
+        t = per_call[r["phase"], r["op"]]
+        out.append(r | {"seconds": t["seconds"] * r["calls"], "per_call_s": t["seconds"],
+                        "spread": t["spread"], "waited": t["waited"], "clock": clock,
+                        "batch": batch, "prompt_len": prompt_len})
+    return out
+
+
+def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 15,
+               seed: int = 0, min_seconds: float = 0.002, threads: int | None = None,
+               clock: str | None = None) -> dict:
+    """The same run as :func:`profile` timed whole, per phase: ``{"prefill": {...},
+    "decode": {...}}``, each with ``seconds`` (the prefill pass; the ``n_decode`` steps, a
+    step at the middle context times ``n_decode``) and ``spread``, by
+    :func:`llm_roofline.measure.timing` with the same settings, but ``runs`` samples of a
+    whole pass and three times as many of a decode step (a pass is long, and a long sample is
+    more often disturbed than a short one). The difference from the sum
+    of the operations is what runs between them: Python, reshapes, the mask, allocations."""
+    from .measure import blas_info, blas_threads, default_clock, timing
+    from .tiny import TinyLlama
+
+    if not isinstance(model, TinyLlama):
+        raise ValueError(f"model must be a TinyLlama, got {validate.shorten(model)}")
+    seed = validate.integer("seed", seed, minimum=0, maximum=2**64 - 1)
+    batch = validate.integer("batch", batch, maximum=MAX_PROFILE_TOKENS)
+    prompt_len = validate.integer("prompt_len", prompt_len, maximum=model.cfg.max_context)
+    n_decode = validate.integer("n_decode", n_decode, maximum=model.cfg.max_context)
+    if batch * prompt_len > MAX_PROFILE_TOKENS:
+        raise ValueError(f"batch x prompt_len must be at most {MAX_PROFILE_TOKENS:,} tokens, got "
+                         f"{batch:,} x {prompt_len:,} = {batch * prompt_len:,}")
     runs = validate.integer("runs", runs, maximum=100)
     prompt = np.random.default_rng(seed).integers(0, model.cfg.vocab_size, (batch, prompt_len))
-    best, best_s = None, float("inf")
-    for _ in range(runs):
-        tally = Tally()
-        model.generate(prompt, n_decode + 1, tally=tally)
-        if tally.seconds() < best_s:
-            best, best_s = tally, tally.seconds()
-    return [r | {"batch": batch, "prompt_len": prompt_len} for r in best.rows()]
+    top = prompt_len + n_decode + 1
+    if top > model.cfg.max_context:
+        raise ValueError(f"prompt_len {prompt_len} + n_decode {n_decode} + 1 exceeds max_context "
+                         f"{model.cfg.max_context}")
+    with blas_threads(threads):
+        clock = default_clock(threads or blas_info().get("threads"), clock)
+        prefill = timing(lambda: model.prefill(prompt, max_len=top, logits="last"), runs,
+                         min_seconds, clock)
+        _, cache = model.prefill(prompt, max_len=top, logits="last")
+        mid = prompt_len + (n_decode - 1) // 2
+        nxt = prompt[:, -1]
+
+        def step():
+            cache.length = mid
+            model.decode(nxt, cache)
+
+        decode = timing(step, min(3 * runs, 1000), min_seconds, clock)  # short: more samples
+    return {"prefill": {"seconds": prefill["seconds"], "spread": prefill["spread"],
+                        "waited": prefill["waited"], "clock": clock},
+            "decode": {"seconds": decode["seconds"] * n_decode, "spread": decode["spread"],
+                       "waited": decode["waited"], "clock": clock,
+                       "per_step_s": decode["seconds"]}}
 
 
 _ROW_NUMBERS = ("flops", "bytes_read", "bytes_written", "seconds", "calls")
@@ -365,6 +532,13 @@ def predict(rows: list[dict], host: dict, *, footprint: float | None = None,
         for op, seconds in overhead.items():
             validate.real(f"overhead[{validate.shorten(op, 40)}]", seconds, minimum=0, maximum=1e9,
                           unit="seconds")
+    for i, r in enumerate(rows):
+        if r["seconds"] <= 0:
+            raise ValueError(f"rows[{i}]['seconds'] must be a measured time above 0 s (as "
+                             f"profile gives), got {r['seconds']!r} for {r['op']!r}")
+        if r["bytes_read"] + r["bytes_written"] <= 0:
+            raise ValueError(f"rows[{i}] ({r['op']!r}) moves no bytes: an operation reads or "
+                             "writes something; bytes_read + bytes_written must be above 0")
     peak = float(host["matmul_GFLOPS"]) * 1e9
     bandwidth = host["read_GBps"] * 1e9 if footprint is None else bandwidth_at(host, footprint)
     out = []
@@ -375,10 +549,10 @@ def predict(rows: list[dict], host: dict, *, footprint: float | None = None,
         if overhead is not None:
             predicted += r["calls"] * overhead.get(r["op"], 0.0)
         out.append(r | {
-            "intensity": r["flops"] / moved if moved else float("inf"),
+            "intensity": r["flops"] / moved,
             "bound": "compute" if t_compute > t_memory else "memory",
             "predicted_s": predicted,
-            "error": predicted / r["seconds"] - 1 if r["seconds"] > 0 else float("nan"),
+            "error": predicted / r["seconds"] - 1,
         })
     return out
 

@@ -33,11 +33,16 @@ __all__ = [
 
 SUPPORTED_MODEL_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "deepseek_v2", "deepseek_v3",
-    "gemma2", "gemma3", "gemma3_text",
+    "gemma2", "gemma3", "gemma3_text", "qwen3_moe", "gpt_oss",
 )
 """Hugging Face ``model_type`` values whose ``config.json`` :meth:`ModelConfig.from_hf_config`
-reads exactly. Every family uses RMSNorm and rotary positions; Llama, Mistral, Mixtral, Qwen2
-and DeepSeek a SwiGLU MLP, Gemma a GeGLU MLP, extra norms and local/global attention layers."""
+reads exactly. Every family uses RMSNorm and rotary positions; Llama, Mistral, Mixtral, Qwen2,
+Qwen3-MoE, gpt-oss and DeepSeek a SwiGLU MLP, Gemma a GeGLU MLP, extra norms and local/global
+attention layers. Qwen3-MoE: per-head q/k norms, every layer MoE (``decoder_sparse_step`` 1,
+no ``mlp_only_layers``). gpt-oss: every layer MoE, biased attention projections, sliding and
+full attention layers alternating (``layer_types``); its per-head attention sinks (one number a
+head a layer) and the experts' and router's biases (about 0.03 % of its weights) are not
+counted."""
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 """Hugging Face's names for a layer's attention: over the whole context, or a sliding window."""
@@ -437,11 +442,25 @@ class _HFReader:
         )
         if gemma:
             self.real("query_pre_attn_scalar", 256)  # the softmax's scale: checked, not counted
-        if t == "mixtral":
+        if t in ("mixtral", "gpt_oss"):
             fields.update(
                 n_routed_experts=self.integer("num_local_experts"),
                 n_experts_per_token=self.integer("num_experts_per_tok"),
                 moe_intermediate_size=fields["intermediate_size"],
+            )
+        if t == "qwen3_moe":
+            step = self.config.get("decoder_sparse_step", 1)
+            only = self.config.get("mlp_only_layers", [])
+            if step != 1 or isinstance(step, bool) or only not in ([], None):
+                raise ValueError(
+                    f"config.json (qwen3_moe) decoder_sparse_step {validate.shorten(step)} and "
+                    f"mlp_only_layers {validate.shorten(only)} are not supported; allowed: 1 "
+                    "and [] (every layer MoE)")
+            fields.update(
+                n_routed_experts=self.integer("num_experts"),
+                n_experts_per_token=self.integer("num_experts_per_tok"),
+                moe_intermediate_size=self.integer("moe_intermediate_size"),
+                qk_norm=True,
             )
         if t.startswith("deepseek"):
             fields.update(self._deepseek())
@@ -515,7 +534,7 @@ class _HFReader:
         if window is None:
             return none
         window = validate.integer("config.json sliding_window (null: none)", window)
-        if t == "qwen2" and not self.boolean("use_sliding_window", False):
+        if t in ("qwen2", "qwen3_moe") and not self.boolean("use_sliding_window", False):
             return none
         listed = self.config.get("layer_types")
         if listed is not None:
@@ -525,10 +544,10 @@ class _HFReader:
                     f"config.json layer_types must list one of {', '.join(LAYER_TYPES)} for each "
                     f"of the {n_layers} layers, got {validate.shorten(listed)}")
             types = tuple(listed)
-        elif t == "qwen2":
+        elif t in ("qwen2", "qwen3_moe"):
             first = self.integer("max_window_layers", n_layers, minimum=0)
             types = tuple(LAYER_TYPES[i >= first] for i in range(n_layers))
-        elif t == "gemma2":  # Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
+        elif t in ("gemma2", "gpt_oss"):  # is_sliding = not bool(layer_idx % 2)
             types = tuple(LAYER_TYPES[i % 2 == 0] for i in range(n_layers))
         elif t == "gemma3_text":  # every pattern-th layer is global
             key = "sliding_window_pattern"
@@ -574,8 +593,12 @@ def load_config(path: str | os.PathLike) -> ModelConfig:
         raise ValueError(f"config: cannot read {shown}: {err.strerror or err}") from None
     if is_dir:
         file = file / "config.json"
-        if not file.is_file():
+        kind = validate.what_is(file)
+        if kind == "nothing":
             raise ValueError(f"config: the folder {shown} holds no config.json")
+        if kind not in ("a regular file", "a link to a regular file"):
+            raise ValueError(f"config: the folder {shown} holds a config.json that is {kind}, "
+                             "not a file")
     config = validate.read_json("config", file, cap=MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise ValueError(f"config: {shown} holds a JSON {type(config).__name__}, not an object")
@@ -599,7 +622,9 @@ def _config_name(config: dict, file: Path) -> str | None:
         return given.strip()
     if file.stem != "config":
         return file.stem
-    folder = file.resolve().parent
+    # the folder the user named, links not followed: a Hugging Face cache's config.json is a
+    # link into blobs/, whose name says nothing
+    folder = Path(os.path.abspath(file)).parent
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
         return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
     if folder.name:  # a download's folder is named for its model: "Mistral-7B-v0.1"

@@ -30,44 +30,85 @@ Expert load
     ``balanced=False`` scales the MoE MLP kernels' time by ``expert_load`` (an upper
     estimate: shared experts and the dense first layers are scaled too).
 
-Not modelled: data-parallel attention with an all-to-all dispatch and combine (DeepSeek-V3's
-own deployment), and expert parallelism across pipeline stages.
+Data-parallel attention with expert parallelism (``Layout(dp=8, ep=8)``, ``dp_ep_estimate``)
+    DeepSeek-V3's own deployment, and SGLang's and vLLM's for large MoE models: each of ``dp``
+    GPUs runs the attention of its own sequences (the attention weights on every GPU, each
+    sequence's cache, an MLA latent too, on one GPU only), the dense layers, shared experts,
+    router, embedding and LM head replicated, the routed experts spread ``E / ep`` to a GPU.
+    Per MoE layer an all-to-all dispatches each token to the GPUs of its experts (FP8 with an
+    FP32 scale per 128 channels, as DeepEP sends it) and a second combines their outputs
+    (BF16): over the scale-up link inside a node, the network across. The floor has each token
+    sent once to each distinct remote GPU among its experts' (``(ep - 1)(1 - C(E - E/ep, k) /
+    C(E, k))`` of them on average); the kernel-by-kernel time sends one copy per (token,
+    expert) pair, ``k (ep - 1) / ep``, as DeepEP's low-latency kernels do, the all-to-alls after
+    the kernels. Each GPU reads the routed experts its share of all ``dp`` GPUs' tokens touch.
+    Across nodes the least sends a token once to each other node holding one of its experts
+    (the node forwards it over its own links, as DeepEP's normal kernels do), at most
+    ``node_limit`` nodes where routing is node-limited (DeepSeek-V3's: 4).
+
+Not modelled: expert parallelism across pipeline stages; data-parallel attention combined with
+tensor parallelism inside each attention group (``tp`` must be 1 with ``dp``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from . import validate
 from .calculator import estimate
-from .deployment import setup
+from .deployment import _contexts, _out, _sizes_of, setup
+from .deployment import floor_scope as deployment_floor_scope
+from .dtypes import bytes_per_element, canonical
 from .hardware import get_accelerator
 from .models import ModelConfig, get_model
+from .serving import expected_tokens
 from .vram import Memory, memory
 
-__all__ = ["Layout", "ParallelEstimate", "expert_load", "layout_needed", "parallel_estimate"]
+__all__ = [
+    "DataParallelEstimate", "DataParallelStep", "Layout", "ParallelEstimate", "dp_ep_decode_step",
+    "dp_ep_estimate", "expert_load", "layout_needed", "layout_scope", "parallel_estimate",
+]
 
 _NON_LAYER = ("embed", "final_norm", "lm_head")
-_MOE_KERNELS = ("gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine")
-_MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "act_dtype", "weight_group_size")
+_MOE_KERNELS = ("gate_proj", "up_proj", "mlp_act", "down_proj", "moe_combine",
+                "routed_gate_proj", "routed_up_proj", "routed_down_proj")
+_MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "act_dtype", "weight_group_size", "expert_dtype")
 _SETUP_OPTIONS = tuple(n for n, p in inspect.signature(setup).parameters.items()
                        if p.kind is p.KEYWORD_ONLY and n != "n_gpus")
 
 
 @dataclass(frozen=True)
 class Layout:
-    """``tp`` GPUs per pipeline stage, ``pp`` stages, experts spread over ``ep`` (1 or ``tp``)."""
+    """``tp`` GPUs per pipeline stage, ``pp`` stages, experts spread over ``ep`` (1 or ``tp``).
+
+    ``dp > 1``: data-parallel attention instead (``dp_ep_estimate``): ``dp`` GPUs, each with the
+    whole attention and the cache of its own sequences, the routed experts spread over
+    ``ep`` (1 or ``dp``) of them; then ``tp`` and ``pp`` must be 1.
+    """
 
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    dp: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "ep"):
+        for name in ("tp", "pp", "ep", "dp"):
             validate.integer(f"Layout.{name}", getattr(self, name), maximum=2**20)
-        if self.ep not in (1, self.tp):
+        if self.dp > 1:
+            if self.tp != 1 or self.pp != 1:
+                raise ValueError(
+                    f"Layout.dp ({self.dp}) runs attention data-parallel on every GPU: tp and pp "
+                    f"must be 1, got tp={self.tp}, pp={self.pp}")
+            if self.ep not in (1, self.dp):
+                raise ValueError(
+                    f"Layout.ep must be 1 or dp ({self.dp}) with data-parallel attention: the "
+                    f"experts are spread over the same GPUs, got {self.ep}")
+        elif self.ep not in (1, self.tp):
             raise ValueError(
                 f"Layout.ep must be 1 or tp ({self.tp}): experts are spread over the GPUs of a "
                 f"stage, got {self.ep}"
@@ -75,10 +116,12 @@ class Layout:
 
     @property
     def gpus(self) -> int:
-        """GPUs in the layout: ``tp * pp``."""
-        return self.tp * self.pp
+        """GPUs in the layout: ``tp * pp`` (``dp`` with data-parallel attention)."""
+        return self.tp * self.pp * self.dp
 
     def __str__(self) -> str:
+        if self.dp > 1:
+            return f"DP{self.dp} attention x EP{self.ep} ({self.gpus} GPUs)"
         return f"TP{self.tp} x PP{self.pp} x EP{self.ep} ({self.gpus} GPUs)"
 
 
@@ -126,6 +169,8 @@ def parallel_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_
     """
     if not isinstance(layout, Layout):
         raise ValueError(f"layout must be a Layout(tp, pp, ep), got {validate.shorten(layout)}")
+    if layout.dp > 1:
+        raise ValueError(f"layout {layout} has data-parallel attention: use dp_ep_estimate")
     if "n_gpus" in options:
         raise ValueError("n_gpus is given by the layout (tp * pp); do not pass it")
     validate.options("parallel_estimate", options, _SETUP_OPTIONS)
@@ -248,3 +293,386 @@ def _tp_allowed(cfg: ModelConfig, chip, n: int) -> bool:
     except ValueError:
         return False
     return True
+
+
+# --- data-parallel attention with expert parallelism ------------------------------------------
+_ROUTED_KERNELS = ("gate_proj", "up_proj", "down_proj")
+_SCALE_BLOCK = 128  # DeepEP's FP8 dispatch: one FP32 scale per 128 hidden channels
+
+
+def _check_dp_layout(layout) -> None:
+    if not isinstance(layout, Layout) or layout.dp == 1:
+        raise ValueError(f"layout must be a data-parallel Layout(dp=..., ep=...) with dp > 1, "
+                         f"got {validate.shorten(layout)}")
+
+
+def _miss(e: int, k: int, held: float) -> float:
+    """The chance that none of a token's ``k`` experts (uniform, without replacement among
+    ``e``) is one of ``held`` given experts: ``C(e - held, k) / C(e, k)``."""
+    out = 1.0
+    for i in range(k):
+        out *= max(e - held - i, 0) / (e - i)
+    return out
+
+
+def _remote_copies(e: int, k: int, ep: int, domain: int, node_limit: int | None):
+    """Copies of a token's hidden state one MoE layer sends, ``((link, network) least,
+    (link, network) per pair)``.
+
+    ``ep`` GPUs of ``e / ep`` experts each, ``d = min(ep, domain)`` to a node. The least: one
+    copy to each distinct other GPU of its own node that holds one of its experts,
+    ``(d - 1)(1 - C(e - e/ep, k) / C(e, k))``, over the scale-up link, and one copy to each
+    distinct other node, ``(nodes - 1)(1 - C(e - e d/ep, k) / C(e, k))``, over the network
+    (a node forwards it to its GPUs over its own links, as DeepEP's normal kernels do; that
+    forwarding is left out of the least), at most ``node_limit`` nodes where routing is
+    node-limited (DeepSeek-V3: 4). Per pair (DeepEP's low-latency kernels): ``k`` copies,
+    ``(d - 1)/ep`` of them inside the node and ``(ep - d)/ep`` across.
+    """
+    if ep == 1:
+        return (0.0, 0.0), (0.0, 0.0)
+    d = min(ep, domain)
+    nodes = -(-ep // d)
+    per = e / ep
+    inside = (d - 1) * (1 - _miss(e, k, per))
+    across = (nodes - 1) * (1 - _miss(e, k, per * d))
+    if node_limit is not None:
+        across = min(across, float(node_limit))
+    return (inside, across), (k * (d - 1) / ep, k * (ep - d) / ep)
+
+
+@dataclass(frozen=True)
+class DataParallelStep:
+    """One pass (a decode step, or a prefill) on the busiest GPU of a DP-attention x EP layout.
+
+    Seconds; bytes and FLOPs per GPU. ``floor_s`` is the busiest resource's time (module docs
+    of ``calculator``: compute, memory, the scale-up link, the network, the all-to-alls'
+    latencies); ``time_s`` the kernel-by-kernel time (each kernel's roofline, then the
+    all-to-alls one after another, a copy per (token, expert) pair). ``resources``: each busy
+    time. ``all_to_all_bytes``: what the floor has each GPU send (and receive) per pass,
+    dispatch and combine of every MoE layer, one copy per distinct remote GPU.
+    """
+
+    layout: Layout
+    batch_per_gpu: int
+    time_s: float
+    floor_s: float
+    flops: float
+    weight_bytes: float
+    kv_bytes: float
+    all_to_all_bytes: float
+    all_to_all_s: float  # kernel by kernel
+    resources: dict = field(compare=False)
+    rows: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def bound(self) -> str:
+        """The resource whose busy time is the floor."""
+        return max(("compute", "memory", "interconnect", "network", "latency"),
+                   key=lambda r: self.resources[r])
+
+    def breakdown(self) -> list[dict]:
+        """Per kernel: op, FLOPs, bytes and its roofline time; then the all-to-alls."""
+        return [dict(r) for r in self.rows]
+
+
+def _dp_pass(s, layout: Layout, b: int, n_new, n_past, *, absorbed: bool, logits,
+             balanced: bool, dispatch_bytes: float, combine_bytes: float,
+             node_limit: int | None = None):
+    """Per kernel (FLOPs, weight bytes, cache bytes) of one GPU, its all-to-all bytes each way
+    (least, per pair: each a pair (scale-up link, network)), and the busiest GPU's expert load,
+    for ``b`` sequences of ``n_new`` tokens."""
+    cfg, ep, dp = s.model, layout.ep, layout.dp
+    costs = {k: list(v) for k, v in
+             s.pass_costs(b, n_new, n_past, absorbed=absorbed, logits_tokens=logits).items()}
+    tokens = b * np.asarray(n_new, dtype=float)
+    load = 1.0
+    least = pairs = 0.0
+    if cfg.is_moe:
+        e, k, layers = cfg.n_routed_experts, cfg.n_experts_per_token, cfg.n_moe_layers
+        matrix = cfg.hidden_size * cfg.moe_intermediate_size  # one expert's one matrix
+        # routed experts: the pass counted E(1 - (1 - k/E)^t) experts for its own t tokens; a GPU
+        # of an EP group holds E/ep of them and serves the pairs of all dp GPUs' tokens
+        local = e * (1 - (1 - k / e) ** tokens)
+        held = (e / ep) * (1 - (1 - k / e) ** (tokens * dp)) if ep > 1 else local
+        if not balanced and ep > 1:
+            load = expert_load(cfg, int(np.max(tokens)) * dp, ep)
+        for op in _ROUTED_KERNELS:
+            key, size = ((f"routed_{op}", s.sizes["expert"]) if f"routed_{op}" in costs
+                         else (op, s.sizes["weight"]))
+            if key in costs:
+                costs[key][1] = costs[key][1] + layers * (held - local) * matrix * size
+                costs[key][0] = costs[key][0] + (load - 1) * layers * tokens * k * 2 * matrix
+        if ep > 1:
+            r_least, r_pairs = _remote_copies(e, k, ep, s.accelerator.domain_size, node_limit)
+            per_copy = layers * tokens * (dispatch_bytes + combine_bytes)
+            least = tuple(per_copy * r for r in r_least)
+            pairs = tuple(per_copy * r for r in r_pairs)
+    if not isinstance(least, tuple):
+        least, pairs = (least, least), (pairs, pairs)
+    return {k: tuple(v) for k, v in costs.items()}, least, pairs, load
+
+
+def _dp_times(s, layout, costs, least, pairs, sequences) -> tuple[dict, float, dict]:
+    """Kernel-by-kernel time, floor and each resource's busy time of one GPU's pass."""
+    chip, ep = s.accelerator, layout.ep
+    cfg = s.model
+    times = {k: s.roofline_s(k, f, w + kv) for k, (f, w, kv) in costs.items()}
+    math = s.math_s(costs)
+    memory = sum(w + kv for _, w, kv in costs.values()) / s.bandwidth
+    link = network = link_kbk = network_kbk = 0.0
+    latency = 0.0
+    if ep > 1 and cfg.is_moe:
+        inside = min(ep, chip.domain_size)
+        across = ep > inside
+        one_way = chip.group_bandwidth(inside) / 2
+        link, link_kbk = least[0] / one_way, pairs[0] / one_way
+        if across:
+            net = chip.network_bandwidth / 2
+            network, network_kbk = least[1] / net, pairs[1] / net
+        each = chip.collective_latency_s + (chip.network_latency_s if across else 0.0)
+        latency = 2 * cfg.n_moe_layers * each  # a dispatch and a combine per MoE layer
+    single = np.asarray(sequences) == 1
+    terms = np.stack(np.broadcast_arrays(math, memory, link, network,
+                                         np.where(single, 0.0, latency)))
+    floor = np.max(terms, axis=0) + np.where(single, latency, 0.0)
+    a2a = link_kbk + network_kbk + latency
+    kbk = sum(times.values()) + a2a
+    busy = {"compute": math, "memory": memory, "interconnect": link, "network": network,
+            "latency": latency * np.ones(np.shape(floor))}
+    return {"time": kbk, "floor": floor, "a2a": a2a}, times, busy
+
+
+def _dp_setup(model, accelerator, layout, options):
+    _check_dp_layout(layout)
+    validate.options("dp_ep_estimate", options, _SETUP_OPTIONS)
+    if "n_gpus" in options:
+        raise ValueError("n_gpus is given by the layout (dp); do not pass it")
+    chip = get_accelerator(accelerator)
+    s = setup(model, chip, n_gpus=1, **options)
+    cfg = s.model
+    if layout.ep > 1:
+        if not cfg.is_moe:
+            raise ValueError(f"Layout.ep ({layout.ep}) needs a mixture-of-experts model; "
+                             f"{cfg.name!r} is dense: use ep=1 (plain data parallelism)")
+        if cfg.n_routed_experts % layout.ep:
+            raise ValueError(f"Layout.ep ({layout.ep}) must divide the {cfg.n_routed_experts} "
+                             f"routed experts of {cfg.name!r}")
+        chip.nodes(layout.ep)  # raises without an interconnect or a network that joins them
+        if chip.interconnect_bandwidth is None:
+            raise ValueError(f"{chip.name} has no interconnect in the data for an all-to-all")
+    return s, chip
+
+
+def _node_limit(value) -> int | None:
+    if value is None:
+        return None
+    return validate.integer("node_limit (most nodes a token's experts span)", value,
+                            maximum=2**20)
+
+
+def _a2a_sizes(cfg, dispatch_dtype, combine_dtype) -> tuple[float, float]:
+    d = canonical(dispatch_dtype)
+    scales = -(-cfg.hidden_size // _SCALE_BLOCK) * 4 if d.startswith("fp8") else 0
+    return (cfg.hidden_size * float(bytes_per_element(d)) + scales,
+            cfg.hidden_size * float(bytes_per_element(combine_dtype)))
+
+
+def dp_ep_decode_step(model: ModelConfig | str, accelerator, batch_per_gpu: int, context,
+                      layout: Layout, *, balanced: bool = True, dispatch_dtype: str = "fp8",
+                      combine_dtype: str = "bf16", node_limit: int | None = None,
+                      **options) -> DataParallelStep:
+    """One decode step on the busiest GPU of a data-parallel attention x expert-parallel layout.
+
+    Each of the ``layout.dp`` GPUs holds ``batch_per_gpu`` sequences whose attention spans
+    ``context`` tokens, the whole attention (weights and the cache of its own sequences: an MLA
+    latent is stored once, on its GPU), the dense layers, shared experts, router, embedding and
+    LM head (replicated), and ``E / ep`` routed experts. Per MoE layer each GPU dispatches its
+    tokens' hidden states to the GPUs of their experts (``dispatch_dtype``: FP8 with one FP32
+    scale per 128 channels, as DeepEP sends them) and gets the experts' outputs back
+    (``combine_dtype``: BF16), over the scale-up link inside a node and the network across.
+    ``node_limit``: the most nodes one token's experts may span (DeepSeek-V3's node-limited
+    routing sends each token to at most 4); None: uniform routing, which may span them all.
+    ``options``: ``deployment.setup``'s (``weight_dtype``, ``kv_dtype``, ``mbu``, ...).
+    """
+    s, _ = _dp_setup(model, accelerator, layout, options)
+    node_limit = _node_limit(node_limit)
+    b = validate.integer("batch_per_gpu", batch_per_gpu)
+    ctx = _contexts(s.model, context)
+    sizes = _a2a_sizes(s.model, dispatch_dtype, combine_dtype)
+    costs, least, pairs, _load = _dp_pass(
+        s, layout, b, 1, ctx - 1, absorbed=True, logits=None,
+        balanced=validate.boolean("balanced", balanced),
+        dispatch_bytes=sizes[0], combine_bytes=sizes[1], node_limit=node_limit)
+    out, times, busy = _dp_times(s, layout, costs, least, pairs, b)
+    rows = tuple({"op": k, "flops": _out(f), "bytes": _out(w + kv), "time_s": _out(times[k])}
+                 for k, (f, w, kv) in costs.items())
+    rows += ({"op": "all_to_all", "flops": 0.0, "bytes": _out(pairs[0] + pairs[1]),
+              "time_s": _out(out["a2a"])},)
+    return DataParallelStep(
+        layout=layout, batch_per_gpu=b, time_s=_out(out["time"]), floor_s=_out(out["floor"]),
+        flops=_out(sum(f for f, _, _ in costs.values())),
+        weight_bytes=_out(sum(w for _, w, _ in costs.values())),
+        kv_bytes=_out(sum(kv for _, _, kv in costs.values())),
+        all_to_all_bytes=_out(least[0] + least[1]), all_to_all_s=_out(out["a2a"]),
+        resources={k: _out(v) for k, v in busy.items()}, rows=rows,
+    )
+
+
+@dataclass(frozen=True)
+class DataParallelEstimate:
+    """What ``dp_ep_estimate`` computes: seconds; memory per GPU; ``batch`` over all GPUs.
+
+    ``tpot_floor_s`` is the floor of this layout and these formats (``scope`` says which),
+    the mean over the decode steps; ``tpot_s`` the kernel-by-kernel time. ``ttft_*``: the
+    prefill of each GPU's own ``batch_per_gpu`` prompts in one pass.
+    """
+
+    model: str
+    accelerator: str
+    layout: Layout
+    batch: int
+    batch_per_gpu: int
+    nodes: int
+    precision: str
+    memory: Memory
+    fits: bool
+    ttft_s: float
+    ttft_floor_s: float
+    tpot_s: float
+    tpot_floor_s: float
+    expert_load: float
+    all_to_all_bytes: float  # per GPU per decode step, each way, at the floor
+    decode_resources: dict = field(compare=False)
+    scope: str = ""
+    tokens_per_step: float = 1.0  # decode tokens a sequence gains a step (MTP: more than 1)
+
+    @property
+    def throughput_tok_s(self) -> float:
+        """Decode tokens per second of all ``layout.gpus`` GPUs, kernel by kernel."""
+        return self.batch / self.tpot_s
+
+    @property
+    def throughput_floor_tok_s(self) -> float:
+        """The most decode tokens per second any engine makes in this layout and formats."""
+        return self.batch / self.tpot_floor_s
+
+
+def dp_ep_estimate(model: ModelConfig | str, accelerator, batch: int, prompt_len: int,
+                   output_len: int, layout: Layout, *, balanced: bool = True,
+                   dispatch_dtype: str = "fp8", combine_dtype: str = "bf16",
+                   reserve_fraction: float = 0.1, prefill_chunk: int = 8192, mtp: int = 0,
+                   acceptance: float | None = None, node_limit: int | None = None,
+                   **options) -> DataParallelEstimate:
+    """Memory, TTFT, TPOT and throughput of ``batch`` requests on ``Layout(dp=..., ep=...)``.
+
+    ``batch`` is spread over the ``dp`` GPUs; the busiest holds ``ceil(batch / dp)`` and sets
+    every GPU's pace. The decode fields are the exact mean over the ``output_len - 1`` steps of
+    ``dp_ep_decode_step`` (floor and kernel-by-kernel time). By default the routed experts are
+    priced balanced (each GPU gets ``1/ep`` of the (token, expert) pairs, as an engine that
+    rebalances hot experts does: the least for this plan); ``balanced=False`` scales the busiest
+    GPU's routed-expert math by ``expert_load``. Scalars only.
+
+    ``mtp`` > 0: multi-token prediction as speculative decoding (DeepSeek's MTP). Each step
+    drafts ``mtp`` tokens a sequence with the MTP module (one layer of the model's kind and
+    the shared LM head, one pass per drafted token) and verifies them in one pass of
+    ``mtp + 1`` tokens; each drafted token is accepted with probability ``acceptance``, so a
+    step makes ``serving.expected_tokens(mtp, acceptance)`` tokens on average and the TPOT
+    fields are a step's time over them. The floor of a step is its busiest resource over the
+    draft and verify passes together: a floor *given* that acceptance rate.
+
+    ``node_limit`` as for ``dp_ep_decode_step``: with uniform routing (None) a token's experts
+    may span every node, with node-limited routing (DeepSeek-V3: 4) fewer, so fewer bytes
+    cross the network; pass the model's limit, else the floor is that of uniform routing.
+    """
+    s, chip = _dp_setup(model, accelerator, layout, options)
+    cfg = s.model
+    balanced = validate.boolean("balanced", balanced)
+    b_all = validate.integer("batch", batch)
+    b = -(-b_all // layout.dp)
+    _, p, o = (int(x) for x in _sizes_of(cfg, b, prompt_len, output_len))
+    nodes = -(-layout.gpus // chip.domain_size)
+    sizes = _a2a_sizes(cfg, dispatch_dtype, combine_dtype)
+    kw = dict(balanced=balanced, dispatch_bytes=sizes[0], combine_bytes=sizes[1],
+              node_limit=_node_limit(node_limit))
+    mtp = validate.integer("mtp (drafted tokens a step)", mtp, minimum=0, maximum=16)
+    if mtp:
+        if acceptance is None:
+            raise ValueError("mtp needs acceptance, the chance each drafted token is accepted "
+                             "(DeepSeek-V3 reports 0.85 to 0.9 for its one MTP token)")
+        tokens = expected_tokens(mtp, acceptance)
+    elif acceptance is not None:
+        raise ValueError("acceptance applies only with mtp > 0 drafted tokens")
+    else:
+        tokens = 1.0
+    # speculative steps that make the output_len - 1 decode tokens; contexts advance by the
+    # expected tokens a step
+    steps = max(math.ceil((o - 1) / tokens), 1)
+    past = p + np.floor(np.arange(steps) * tokens)
+    costs, least, pairs, load = _dp_pass(s, layout, b, mtp + 1, past, absorbed=True,
+                                         logits=b * (mtp + 1) if mtp else None, **kw)
+    out, _, busy = _dp_times(s, layout, costs, least, pairs, b)
+    if mtp:  # the MTP module drafts: one layer of the model's kind and the shared LM head
+        module = dataclasses.replace(cfg, name=f"{cfg.name} MTP module", n_layers=1,
+                                     first_dense_layers=0)
+        d = setup(module, chip, n_gpus=1, **options)
+        for i in range(mtp):
+            dc, dl, dp_, _ = _dp_pass(d, layout, b, 1, past + i, absorbed=True, logits=None, **kw)
+            d_out, _, d_busy = _dp_times(d, layout, dc, dl, dp_, b)
+            out["time"] = out["time"] + d_out["time"]
+            busy = {k: busy[k] + d_busy[k] for k in busy}
+            least = (least[0] + dl[0], least[1] + dl[1])
+        single = b == 1
+        terms = [busy[k] for k in ("compute", "memory", "interconnect", "network")]
+        terms = np.stack(np.broadcast_arrays(
+            *terms, busy["latency"] * (0.0 if single else 1.0)))
+        out["floor"] = np.max(terms, axis=0) + (busy["latency"] if single else 0.0)
+    tpot = float(np.mean(out["time"] * np.ones(steps))) / tokens
+    tpot_floor = float(np.mean(out["floor"] * np.ones(steps))) / tokens
+    pre, p_least, p_pairs, _ = _dp_pass(s, layout, b, p, 0, absorbed=False, logits=b, **kw)
+    p_out, _, _ = _dp_times(s, layout, pre, p_least, p_pairs, b)
+    mem_options = {k: v for k, v in options.items() if k in _MEMORY_OPTIONS}
+    full = memory(cfg, chip, b, p, o, n_gpus=1, reserve_fraction=reserve_fraction,
+                  prefill_chunk=prefill_chunk, **mem_options)
+    expert_size = s.sizes.get("expert", s.sizes["weight"])
+    routed = cfg.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * expert_size
+    if mtp:  # the MTP module's own layer (its embedding and LM head are the model's)
+        module = dataclasses.replace(cfg, name=f"{cfg.name} MTP module", n_layers=1,
+                                     first_dense_layers=0)
+        d = setup(module, chip, n_gpus=1, **options)
+        by_op = d.weight_bytes_by_op()
+        own = sum(v for op, v in by_op.items() if op not in _NON_LAYER)
+        routed += module.param_counts()["routed_experts"] * (1 - 1 / layout.ep) * expert_size
+        routed -= own
+    mem = Memory(weights=full.weights - routed, kv_cache=full.kv_cache,
+                 activations=full.activations, reserve=full.reserve, capacity=full.capacity)
+    scope = layout_scope(layout, s, dispatch_dtype=dispatch_dtype, combine_dtype=combine_dtype)
+    return DataParallelEstimate(
+        model=cfg.name, accelerator=chip.name, layout=layout, batch=b_all, batch_per_gpu=b,
+        nodes=nodes, precision=s.precision, memory=mem, fits=bool(mem.free >= 0),
+        ttft_s=float(p_out["time"]), ttft_floor_s=float(p_out["floor"]), tpot_s=tpot,
+        tpot_floor_s=tpot_floor, expert_load=load if not balanced else
+        (expert_load(cfg, b * layout.dp, layout.ep) if layout.ep > 1 else 1.0),
+        all_to_all_bytes=float(np.mean((least[0] + least[1]) * np.ones(steps))),
+        decode_resources={k: float(np.mean(v * np.ones(steps))) for k, v in busy.items()},
+        scope=scope + (f" with MTP: {mtp} drafted a step, acceptance {acceptance:g}"
+                       if mtp else ""),
+        tokens_per_step=tokens,
+    )
+
+
+def layout_scope(layout: Layout | None, s, *, dispatch_dtype: str = "fp8",
+                 combine_dtype: str = "bf16") -> str:
+    """What a floor of ``layout`` covers, in one line (``deployment.floor_scope``)."""
+    if layout is None or layout.gpus == 1 or (layout.dp == 1 and layout.pp == 1
+                                              and layout.ep == 1):
+        where = f"TP{s.n_gpus}, all-reduces in {s.act_dtype}" if s.n_gpus > 1 else "one GPU"
+        gpus = s.n_gpus
+    elif layout.dp > 1:
+        where = (f"DP{layout.dp} attention x EP{layout.ep}, all-to-all dispatch "
+                 f"{canonical(dispatch_dtype)} / combine {canonical(combine_dtype)}"
+                 if layout.ep > 1 else f"DP{layout.dp}, no collectives")
+        gpus = layout.gpus
+    else:
+        where, gpus = f"TP{layout.tp} x PP{layout.pp} x EP{layout.ep}", layout.gpus
+    return deployment_floor_scope(where, gpus, s.accelerator.name, s.weight_dtype,
+                                  s.compute_dtype, s.kv_dtype)

@@ -60,7 +60,7 @@ import hashlib
 import inspect
 import json
 import math
-import os
+import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -71,12 +71,13 @@ import numpy as np
 from . import calculator, measured, validate
 from .calculator import Estimate
 from .deployment import setup
+from .dtypes import math_class
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
 
 __all__ = [
-    "KIND", "PARAMETERS", "Preset", "Realistic", "cross_validate", "estimate", "fit",
-    "fit_presets", "load_presets", "predict_row", "summary",
+    "KIND", "PARAMETERS", "Preset", "Realistic", "coverage", "cross_validate", "estimate",
+    "extrapolation", "fit", "fit_presets", "load_presets", "predict_row", "summary",
 ]
 
 KIND = "calibrated prediction"
@@ -114,6 +115,27 @@ class Preset:
     rows: int = 0
     sources: int = 0
 
+    def __post_init__(self):
+        """Every field checked as user input is (a preset from the data file, from ``fit`` or
+        from ``dataclasses.replace`` alike): fractions of a peak from 0.001 to 1, an overlap
+        from 0 to 1, fixed costs from 0 to 1e9 us (ms), counts of rows; a ``Decimal`` or
+        ``Fraction`` is read as a float."""
+        name = validate.text("preset name", self.name)
+        for i, field in enumerate(PARAMETERS):
+            value = getattr(self, field)
+            what = f"preset {name!r} {field}"
+            if field == "overlap":  # 0: kernels one after another, 1: the floor
+                value = validate.real(what, value, minimum=0, maximum=1)
+            elif i < _FRACTIONS:
+                value = validate.fraction(what, value)
+            else:
+                value = validate.real(what, value, minimum=0, maximum=1e9,
+                                      unit="ms" if field.endswith("_ms") else "us")
+            object.__setattr__(self, field, value)
+        for field in ("rows", "sources"):
+            object.__setattr__(self, field, validate.integer(f"preset {name!r} {field}",
+                                                             getattr(self, field), minimum=0))
+
     def values(self) -> tuple[float, ...]:
         """The parameters in the order of ``PARAMETERS``."""
         return tuple(getattr(self, p) for p in PARAMETERS)
@@ -124,7 +146,8 @@ class Realistic:
     """A calibrated prediction (``kind``), never a floor.
 
     ``estimate``: the calculator's ``Estimate`` with the preset's ``mbu`` and ``mfu`` and the
-    fixed overheads added to ``ttft_s``, ``tpot_s`` (and so ``throughput_tok_s``, ``e2e_s``);
+    fixed overheads added to ``ttft_s``, ``tpot_s`` (and so ``throughput_tok_s``, ``e2e_s``),
+    which hold the prediction (its ``kind`` says so; its ``*_kernel_s`` names refuse);
     its ``breakdown()`` rows are the kernels' rooflines at the preset's efficiencies, without
     the fixed overheads (``overhead_prefill_s``, ``overhead_decode_s``); its floors are the
     floors at peak. ``bound``: the same configuration kernel by kernel at ``mbu = mfu = 1``
@@ -137,6 +160,12 @@ class Realistic:
     overhead_prefill_s: float
     overhead_decode_s: float
     kind: str = KIND
+    extrapolation: tuple[str, ...] = ()  # where it predicts beyond its fitted rows (``coverage``)
+
+    @property
+    def extrapolates(self) -> bool:
+        """Whether the setup lies outside the fitted rows (a chip, a format, a size none has)."""
+        return bool(self.extrapolation)
 
     @property
     def label(self) -> str:
@@ -232,10 +261,57 @@ def estimate(model: ModelConfig | str, accelerator: Accelerator | str, batch, pr
         allreduce_s=_out(decode.allreduce_s + collectives),
         bandwidth_utilisation=_out(decode.decode_bytes / tpot / get_accelerator(accelerator).bandwidth),
         phases={"prefill": prefill.phases["prefill"], "decode": decode.phases["decode"]},
-        ttft_floor_s=bound.ttft_floor_s, tpot_floor_s=bound.tpot_floor_s, busy=bound.busy)
+        ttft_floor_s=bound.ttft_floor_s, tpot_floor_s=bound.tpot_floor_s, busy=bound.busy,
+        kind=KIND)
     return Realistic(estimate=est, bound=bound, preset=p,
                      overhead_prefill_s=_out(passes * per_pass + p.request_overhead_ms * 1e-3),
-                     overhead_decode_s=_out(per_pass))
+                     overhead_decode_s=_out(per_pass),
+                     extrapolation=extrapolation(cfg, chip, bound))
+
+
+@cache
+def coverage() -> dict[str, frozenset]:
+    """What the fitted rows span: ``chips`` (names), ``weights`` and ``math`` (the tensor-core
+    math classes of their weights and body matmuls, ``dtypes.math_class``), ``n_gpus``, and
+    ``moe``/``mla`` (whether any row serves such a model)."""
+    rows = measured.usable()
+    chips, weights, math_, gpus, kinds = set(), set(), set(), set(), set()
+    for r in rows:
+        s = setup(r.config, r.accelerator, weight_dtype=r.weight_dtype,
+                  kv_dtype=r.kv_dtype or "bf16", compute_dtype=r.compute_dtype)
+        chips.add(s.accelerator.name)
+        weights.add(math_class(s.weight_dtype))
+        math_.add(math_class(s.compute_dtype))
+        gpus.add(r.n_gpus)
+        kinds.update(k for k, v in (("moe", r.config.is_moe), ("mla", r.config.is_mla)) if v)
+    return {"chips": frozenset(chips), "weights": frozenset(weights), "math": frozenset(math_),
+            "n_gpus": frozenset(gpus), "kinds": frozenset(kinds)}
+
+
+def extrapolation(cfg: ModelConfig, chip: Accelerator, est: Estimate) -> tuple[str, ...]:
+    """Where a calibrated prediction of this setup goes beyond the rows it was fitted on.
+
+    One line per reason: a chip no fitted row ran (its fitted efficiencies are other chips'),
+    a weight format or a tensor-core math no row used (4-bit floating point on FP4 tensor
+    cores, say), more GPUs than any row, an MoE or MLA model where the rows have almost none.
+    """
+    cov = coverage()
+    out = []
+    if chip.name not in cov["chips"]:
+        out.append(f"{chip.name}: no fitted row ran on it (the rows' chips: "
+                   f"{', '.join(sorted(cov['chips']))})")
+    if math_class(est.weight_dtype) not in cov["weights"]:
+        out.append(f"{est.weight_dtype} weights: no fitted row stores its weights so")
+    if math_class(est.compute_dtype) not in cov["math"]:
+        out.append(f"{est.compute_dtype} math: no fitted row multiplies at that precision")
+    if est.expert_dtype and math_class(est.expert_dtype) not in cov["weights"]:
+        out.append(f"{est.expert_dtype} routed experts: no fitted row stores its weights so")
+    if est.expert_compute_dtype and math_class(est.expert_compute_dtype) not in cov["math"]:
+        out.append(f"{est.expert_compute_dtype} expert math: no fitted row multiplies at that "
+                   "precision")
+    if est.n_gpus > max(cov["n_gpus"]):
+        out.append(f"{est.n_gpus} GPUs: the fitted rows use at most {max(cov['n_gpus'])}")
+    return tuple(out)
 
 
 def _weight_only(weight_dtype: str, compute_dtype: str) -> bool:
@@ -275,6 +351,12 @@ def _out(x):
 
 def predict_row(row: measured.Row, preset: Preset | None = None) -> float:
     """The calibrated prediction of a usable row's metric, in its unit (exact estimate)."""
+    if not isinstance(row, measured.Row):
+        raise ValueError(f"row must be a measured.Row (one of measured.load()), got "
+                         f"{validate.shorten(row)}")
+    if preset is not None and not isinstance(preset, Preset):
+        raise ValueError(f"preset must be a Preset (a value of load_presets()) or None, got "
+                         f"{validate.shorten(preset)}")
     if not row.usable:
         raise ValueError(f"row {row.number} is not reproducible: {row.reason}")
     p = preset if preset is not None else _preset_for(row.family, load_presets())
@@ -483,6 +565,16 @@ def fit(rows: list[measured.Row], *, name: str = "default", prior: Preset | None
     attention's MFU has a plateau (no row's attention is compute-bound above ~10 %), so the
     fit starts from a few values of it and keeps the best.
     """
+    rows = validate.sequence("rows", rows, what="measured.Row")
+    if not all(isinstance(r, measured.Row) for r in rows):
+        bad = next(r for r in rows if not isinstance(r, measured.Row))
+        raise ValueError(f"rows must be a list of measured.Row (from measured.load()), got "
+                         f"{validate.shorten(bad)} in it")
+    name = validate.text("name", name)
+    if prior is not None and not isinstance(prior, Preset):
+        raise ValueError(f"prior must be a Preset or None, got {validate.shorten(prior)}")
+    if weight is not None:
+        weight = validate.real("weight", weight, minimum=0, maximum=1e6)
     rows = [r for r in rows if r.usable]
     if not rows:
         raise ValueError("fit needs at least one usable row")
@@ -606,8 +698,19 @@ def _first(x) -> float:
     return float(np.asarray(x).flat[0])
 
 
-def write(path: str | Path | None = None) -> dict:
-    """Fit the presets on the library's measurements and write ``data/realistic.json``."""
+MARK = "llm_roofline.realistic --fit"
+"""The presets file's signature (its ``"written_by"``): ``--out`` replaces only a file that
+carries it, unless ``--force``."""
+
+
+def write(path: str | Path | None = None, *, force: bool = False) -> dict:
+    """Fit the presets on the library's measurements and write ``data/realistic.json``, or
+    ``path``: a new file, or one this function wrote (its ``"written_by"`` is :data:`MARK`),
+    or any regular file with ``force=True``. Checked before the fit; written atomically."""
+    force = validate.boolean("force", force)
+    if path is not None:
+        target = validate.destination("path", path, folder=False)
+        validate.replaceable("path", target, marker=MARK, force=force, flag="--force (force=True)")
     rows = measured.load()
     presets = fit_presets(rows)
     csv_text = resources.files("llm_roofline").joinpath(
@@ -637,18 +740,12 @@ def write(path: str | Path | None = None) -> dict:
                         for g in summary(cross_validate(rows))],
         },
     }
-    if path is not None and (not isinstance(path, str | os.PathLike)
-                             or not str(os.fspath(path)).strip()):
-        raise ValueError(f"path must be a file name, got {validate.shorten(path)}")
-    target = Path(path) if path else Path(__file__).parent / _FILE
-    text = json.dumps(document, indent=1, allow_nan=False) + "\n"
-    try:
-        if target.is_dir():
-            raise ValueError(f"{validate.shorten(str(target))} is a folder, not a file")
-        target.write_text(text)
-    except OSError as err:
-        raise ValueError(f"cannot write {validate.shorten(str(target))}: "
-                         f"{err.strerror or type(err).__name__}") from None
+    # the one gate of every writer: never a file it did not write (unless force), never half a file
+    target = (Path(__file__).parent / _FILE if path is None
+              else validate.destination("path", path, folder=False))
+    text = json.dumps({"written_by": MARK, **document}, indent=1, allow_nan=False) + "\n"
+    validate.write_output("path", target, text, marker=MARK, force=force or path is None,
+                          flag="--force (force=True)")
     _file.cache_clear()
     return document
 
@@ -661,14 +758,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = Parser(prog="python -m llm_roofline.realistic",
                     description="Fit the calibrated presets on the measurements.")
     parser.add_argument("--fit", action="store_true", help="fit and write data/realistic.json")
-    parser.add_argument("--out", help="write here instead of the library's data file")
+    parser.add_argument("--out", help="write here instead of the library's data file (a new "
+                        "file, or one --fit wrote)")
+    parser.add_argument("--force", action="store_true",
+                        help="let --out replace a file that --fit did not write")
     args = parser.parse_args(argv)
     if not args.fit:
         parser.error("nothing to do: pass --fit")
     try:
-        document = write(args.out)
+        document = write(args.out, force=args.force)
     except ValueError as err:
-        parser.error(str(err))
+        parser.error(re.sub(r"^(cannot write )?path\b", lambda m: (m.group(1) or "") + "--out",
+                            str(err)).replace("--force (force=True)", "--force"))
     print(json.dumps(document["presets"], indent=1))
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from dataclasses import dataclass
 
 from . import validate
@@ -240,6 +241,12 @@ def disaggregated(model: ModelConfig | str, accelerator, batch: int, prompt_len:
     o = validate.integer("output_len", output_len)
     ctx = p + o // 2
     together = n_pre + n_dec
+    for label, n in (("prefill_gpus + decode_gpus", together), ("prefill_gpus", n_pre),
+                     ("decode_gpus", n_dec)):
+        try:  # each pool and the whole: the message names the argument the user passed
+            setup(model, accelerator, n_gpus=n, **options)
+        except ValueError as err:
+            raise ValueError(re.sub(rf"^n_gpus \({n}( GPUs)?\)", f"{label} ({n}\\1)", str(err))) from None
     whole = setup(model, accelerator, n_gpus=together, **options)
     both = mixed_step(model, accelerator, b, ctx, p, n_gpus=together, **options)
     colocated_tpot = estimate(model, accelerator, b, p, o, n_gpus=together, **options).tpot_s
@@ -286,7 +293,14 @@ def _draft_setup(s: Setup, draft, options: dict) -> Setup:
         module = dataclasses.replace(cfg, name=f"{cfg.name} MTP module", n_layers=1,
                                      first_dense_layers=0)
         return setup(module, s.accelerator, **options)
-    return setup(draft, s.accelerator, **options)
+    if not isinstance(draft, ModelConfig | str):
+        raise ValueError(f"draft must be a model (a name or a ModelConfig), 'mtp' or None, got "
+                         f"{validate.shorten(draft)}")
+    try:
+        return setup(draft, s.accelerator, **options)
+    except ValueError as err:  # the message names the argument the user passed
+        raise ValueError(f"draft: {err} (or draft='mtp' for the model's own MTP module, "
+                         "None for no draft)") from None
 
 
 def _mixed_costs(s: Setup, batch: int, n_past: int, chunk: int, chunk_past: int) -> dict:

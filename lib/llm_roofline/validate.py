@@ -16,12 +16,25 @@ ignored), :func:`read_bytes` and :func:`read_json` read a file with a size cap t
 devices and pipes (at most ``cap + 1`` bytes) and strict JSON, :func:`allocation` refuses an
 array larger than half the free memory before it is made, and :func:`unknown` is the one message
 for a name not found (``unknown model 'x'; did you mean 'y'? known: ...``).
+
+Numbers of any kind: a ``Decimal`` or a ``Fraction`` is read like the float it is
+(:func:`is_number`, :func:`as_float`), wherever a real number is asked for.
+
+Writers: every command that writes files (the student edition, the nbgrader course, the slides,
+a fitted preset, a saved accelerator) goes through one gate: :func:`destination` refuses a bad
+name, a destination that overlaps the writer's source and a file or special file where a folder
+must be; :func:`replaceable` refuses to replace a file the writer did not write (its outputs
+carry a marker) unless forced, and never replaces a folder, FIFO or device; :func:`write_output`
+writes through a temporary file renamed into place. :func:`what_is` says what a path is (a
+FIFO, a dangling link, a device) for the messages.
 """
 
 from __future__ import annotations
 
 import argparse
+import decimal
 import difflib
+import fractions
 import itertools
 import json
 import math
@@ -36,10 +49,12 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
-    "MAX_COUNT", "MAX_FILE_BYTES", "MAX_ITEMS", "MAX_POINTS", "OneLineParser", "allocation",
-    "available_bytes", "axes", "boolean", "choice", "fraction", "integer", "integers", "mapping",
-    "names", "options", "read_bytes", "read_json", "real", "reals", "sequence", "shorten", "text",
-    "unknown", "write_atomically",
+    "MAX_COUNT", "MAX_FILE_BYTES", "MAX_ITEMS", "MAX_POINTS", "NAME_MAX", "OneLineParser",
+    "allocation", "as_float", "available_bytes", "axes", "boolean", "choice", "destination",
+    "fraction", "integer", "integers", "is_number", "mapping", "marked", "names", "options",
+    "path_name", "read_bytes", "read_json", "real", "reals", "replaceable", "sequence", "shorten",
+    "source_folder",
+    "text", "unknown", "what_is", "write_atomically", "write_output",
 ]
 
 MAX_POINTS = 2**20
@@ -66,22 +81,65 @@ def shorten(value, limit: int = 60) -> str:
     return f"{text[: limit - 1]}… ({len(text)} characters)"
 
 
+def is_number(value) -> bool:
+    """Whether ``value`` is a real number of any kind: a Python or NumPy int or float, a
+    ``Fraction``, a ``Decimal`` (or another ``numbers.Real``); ``bool`` is not a number."""
+    return (isinstance(value, numbers.Real | decimal.Decimal)
+            and not isinstance(value, bool | np.bool_))
+
+
+def as_float(value) -> float:
+    """A number of any kind (:func:`is_number`) as a float: ``Decimal("1.5")`` and
+    ``Fraction(3, 2)`` are 1.5; NaN for what is not a number or is not finite (an integer beyond
+    float's range is infinite). Never raises."""
+    if not is_number(value):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+    except (TypeError, ValueError, ArithmeticError):  # a signalling Decimal NaN, a bad __float__
+        return math.nan
+
+
+def _plain(value):
+    """A ``Decimal``/``Fraction`` scalar, or a list or tuple of numbers of any kind, in the
+    float form NumPy computes with; anything else unchanged."""
+    if isinstance(value, decimal.Decimal | fractions.Fraction):
+        return as_float(value)
+    if (isinstance(value, list | tuple) and value and len(value) <= MAX_POINTS
+            and any(isinstance(v, decimal.Decimal | fractions.Fraction) for v in value)
+            and all(is_number(v) for v in value)):
+        return [as_float(v) for v in value]
+    return value
+
+
+def _unit(unit: str) -> str:
+    return f" {unit}" if unit else ""
+
+
 def _is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
-def integer(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
-    """A Python or NumPy integer in ``[minimum, maximum]``, as an ``int``."""
+def integer(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT,
+            unit: str = "") -> int:
+    """A Python or NumPy integer in ``[minimum, maximum]``, as an ``int``. ``unit`` (what it
+    counts: ``"tokens"``, ``"GPUs"``) follows the bounds in the message."""
     if not _is_integer(value) or not minimum <= value <= maximum:
         raise ValueError(
-            f"{name} must be an integer from {minimum:,} to {maximum:,}, got {shorten(value)}"
+            f"{name} must be an integer from {minimum:,} to {maximum:,}{_unit(unit)}, "
+            f"got {shorten(value)}"
         )
     return int(value)
 
 
-def integers(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT) -> np.ndarray:
-    """An integer or a non-empty array of whole numbers in ``[minimum, maximum]``, as int64."""
-    what = f"{name} must be an integer from {minimum:,} to {maximum:,} (or an array of them)"
+def integers(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT,
+             unit: str = "") -> np.ndarray:
+    """An integer or a non-empty array of whole numbers in ``[minimum, maximum]``, as int64
+    (``unit`` as for ``integer``)."""
+    what = (f"{name} must be an integer from {minimum:,} to {maximum:,}{_unit(unit)} (or an "
+            "array of them)")
     if isinstance(value, str | bytes | bool | np.bool_) or value is None:
         raise ValueError(f"{what}, got {shorten(value)}")
     try:
@@ -121,12 +179,7 @@ def real(name: str, value, *, minimum: float | None = None, maximum: float | Non
     what = f"{name} must be a finite number{' of ' + unit if unit else ''}"
     if bounds:
         what += f" {' and '.join(bounds)}"
-    x = math.nan
-    if isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_):
-        try:
-            x = float(value)
-        except (OverflowError, ValueError):
-            pass
+    x = as_float(value)  # a Decimal or a Fraction is read like a float
     ok = math.isfinite(x)
     if ok and minimum is not None:
         ok = x > minimum if open_min else x >= minimum
@@ -146,7 +199,7 @@ def reals(name: str, value, *, minimum: float = 0.0, maximum: float = 1e300,
     if isinstance(value, str | bytes | bool | np.bool_) or value is None:
         raise ValueError(f"{what}, got {shorten(value)}")
     try:
-        array = np.asarray(value)
+        array = np.asarray(_plain(value))
         if array.dtype.kind not in "iuf" or array.size == 0:
             raise TypeError
         if array.size > MAX_POINTS:
@@ -330,7 +383,7 @@ def read_bytes(what: str, path, *, cap: int = MAX_FILE_BYTES) -> bytes:
         if stat.S_ISDIR(mode):
             raise ValueError(f"{what} {shown} is a folder, not a file")
         if not stat.S_ISREG(mode) and not stat.S_ISFIFO(mode) and not stat.S_ISCHR(mode):
-            raise ValueError(f"{what} {shown} is not a regular file")
+            raise ValueError(f"{what} {shown} is {what_is(name)}, not a regular file")
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) * (not stat.S_ISREG(mode))
         fd = os.open(name, flags)
         with os.fdopen(fd, "rb") as f:
@@ -344,9 +397,12 @@ def read_bytes(what: str, path, *, cap: int = MAX_FILE_BYTES) -> bytes:
                 chunks.append(chunk)
                 size += len(chunk)
     except FileNotFoundError:
-        raise ValueError(f"cannot read {what} {shown}: no such file") from None
+        kind = what_is(name)
+        raise ValueError(f"cannot read {what} {shown}: "
+                         f"{'no such file' if kind == 'nothing' else 'it is ' + kind}") from None
     except BlockingIOError:
-        raise ValueError(f"{what} {shown} gives no data now (a pipe with no writer?)") from None
+        raise ValueError(f"{what} {shown} is {what_is(name)} that gives no data now (a pipe "
+                         "with no writer?)") from None
     except OSError as err:
         raise ValueError(f"cannot read {what} {shown}: {err.strerror or type(err).__name__}") from None
     if size > cap:
@@ -366,7 +422,9 @@ def read_json(what: str, path, *, cap: int = MAX_FILE_BYTES, parse_float=float):
     raw = read_bytes(what, path, cap=cap)
     shown = _shown(path)
     if not raw.strip():
-        raise ValueError(f"{what} {shown} is empty")
+        kind = what_is(path)
+        raise ValueError(f"{what} {shown} is empty" + ("" if kind == "a regular file" else
+                                                        f" ({kind})"))
     try:
         text = raw.decode("utf-8-sig")
         if "\x00" in text:
@@ -454,3 +512,155 @@ def write_atomically(path, text: str, *, prefix: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# ---- writers: the one gate for every file the library writes ---------------------------------
+
+NAME_MAX = 255
+"""The longest file name (one path component, in bytes) most file systems accept."""
+
+
+def what_is(path) -> str:
+    """What is at ``path``, in words, without following a final link: ``"nothing"``,
+    ``"a regular file"``, ``"a folder"``, ``"a FIFO (named pipe)"``, ``"a device"``,
+    ``"a socket"``, ``"a dangling link"``, ``"a link to a FIFO (named pipe)"``..."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (OSError, ValueError):
+        return "nothing"
+    if stat.S_ISLNK(mode):
+        try:
+            os.stat(path)
+        except (OSError, ValueError):
+            return "a dangling link"
+        return "a link to " + what_is(os.path.realpath(path)).removeprefix("a link to ")
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def path_name(name: str, value, *, what: str = "file or folder name") -> Path:
+    """``value`` as a ``Path`` if it is a usable name: a string or ``os.PathLike`` (not bytes),
+    not blank (``""`` is not the current folder), no NUL, no component over :data:`NAME_MAX`
+    bytes. The message names ``name`` and the value."""
+    text = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{name} must be a {what}, got {shorten(value)}")
+    if "\x00" in text:
+        raise ValueError(f"{name} {_shown(text)} is not a valid path (it holds a NUL character)")
+    for part in Path(text).parts:
+        try:
+            size = len(os.fsencode(part))
+        except UnicodeError:  # a lone surrogate the file system cannot encode
+            raise ValueError(f"{name} {_shown(text)} is not a valid path (it holds a character "
+                             "the file system cannot encode)") from None
+        if size > NAME_MAX:
+            raise ValueError(f"{name} {_shown(text)}: a name in it is {size:,} bytes long; a file "
+                             f"system allows at most {NAME_MAX}")
+    return Path(text)
+
+
+def source_folder(name: str, value) -> Path:
+    """``value`` as the ``Path`` of an existing folder a writer reads from, or one line naming
+    ``name``, the value and what is there instead (nothing, a file, a FIFO, a dangling link)."""
+    path = path_name(name, value, what="folder name")
+    kind = what_is(path)
+    if kind not in ("a folder", "a link to a folder"):
+        raise ValueError(f"{name} {_shown(str(path))} " + (
+            "does not exist" if kind == "nothing" else f"is {kind}, not a folder"))
+    return path
+
+
+def _inside(a: Path, b: Path) -> bool:
+    return a == b or b in a.parents
+
+
+def destination(name: str, dest, *, sources: Iterable = (), folder: bool = True) -> Path:
+    """The destination ``dest`` of a writer, checked before anything is read or written.
+
+    Refused, each in one line naming ``name``: a bad name (see :func:`path_name`); a
+    destination that is one of ``sources`` (the files or folders the writer reads), inside one,
+    or holding one (``folder=True``: a folder; else a file); a file or special file where a
+    folder must be (``dest`` itself for a folder, or a folder above it); a folder or special
+    file where the output file must be.
+    """
+    dest = path_name(name, dest, what="folder name" if folder else "file name")
+    try:
+        resolved = dest.resolve()
+        for source in sources:
+            source = Path(source).resolve()
+            if _inside(resolved, source) or _inside(source, resolved):
+                raise ValueError(
+                    f"{name} {_shown(str(dest))} overlaps the source {_shown(str(source))} (it is "
+                    "the source, inside it or holds it): writing there would overwrite what is "
+                    "read; choose another folder")
+        above = [dest] if folder else []
+        above += list(dest.absolute().parents)
+        for f in above:
+            kind = what_is(f)
+            if kind == "nothing":
+                continue
+            if kind not in ("a folder", "a link to a folder"):
+                where = "" if f == dest else f": {_shown(str(f))} above it"
+                raise ValueError(f"{name} {_shown(str(dest))}{where} is {kind}, not a folder")
+            break
+        if not folder:
+            kind = what_is(dest)
+            if kind not in ("nothing", "a regular file", "a link to a regular file"):
+                raise ValueError(f"{name} {_shown(str(dest))} is {kind}, not a file it can replace")
+    except OSError as err:
+        raise ValueError(f"{name} {_shown(str(dest))}: {err.strerror or type(err).__name__}") from None
+    return dest
+
+
+def marked(path, marker: str, *, cap: int = MAX_FILE_BYTES) -> bool:
+    """Whether the regular file ``path`` holds ``marker`` (the writer's signature)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return marker.encode() in f.read(cap)
+    except (OSError, ValueError):
+        return False
+
+
+def replaceable(name: str, path, *, marker: str, force: bool = False,
+                flag: str = "--force") -> None:
+    """Refuse to replace ``path`` unless it is nothing yet, or a regular file that holds
+    ``marker`` (the writer's own output), or ``force`` is true and it is a regular file (or a
+    link, which is replaced, not followed). A folder, FIFO or device is never replaced."""
+    force = boolean("force", force)
+    kind = what_is(path)
+    shown = _shown(str(path))
+    if kind == "nothing":
+        return
+    if kind not in ("a regular file", "a dangling link") and not kind.startswith("a link to a regular"):
+        raise ValueError(f"{name} {shown} is {kind}, not a file: it cannot be replaced by one")
+    if not force and not marked(path, marker):
+        raise ValueError(f"{name} {shown} already exists and was not written by this tool "
+                         f"({kind}): choose another name, or use {flag} to replace it")
+
+
+def write_output(name: str, path, text: str, *, marker: str, force: bool = False,
+                 flag: str = "--force") -> Path:
+    """The one writer: :func:`replaceable`, then :func:`write_atomically`; a failure to write is
+    one ``ValueError`` naming the file. ``text`` must hold ``marker`` so that a later run
+    recognises the file as its own."""
+    path = Path(path)
+    if marker not in text:  # pragma: no cover - a writer's own bug
+        raise AssertionError(f"{name}: the text written to {path} lacks its marker {marker!r}")
+    replaceable(name, path, marker=marker, force=force, flag=flag)
+    try:
+        write_atomically(path, text, prefix=path.name[:50])
+    except OSError as err:
+        raise ValueError(f"cannot write {name} {_shown(str(path))}: "
+                         f"{err.strerror or type(err).__name__}") from None
+    return path

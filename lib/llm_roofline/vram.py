@@ -74,10 +74,11 @@ class Memory:
 def memory(model: ModelConfig | str, accelerator: Accelerator | str, batch, prompt_len, output_len,
            *, weight_dtype: str = "bf16", kv_dtype: str = "bf16", n_gpus: int = 1,
            act_dtype: str = "bf16", weight_group_size: int = 128, reserve_fraction: float = 0.1,
-           prefill_chunk: int = 8192) -> Memory:
+           prefill_chunk: int = 8192, expert_dtype: str | None = None) -> Memory:
     """Only the memory part of ``estimate`` (bytes per GPU), with the same arguments."""
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus)
+              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus,
+              expert_dtype=expert_dtype)
     b, p, o = _sizes_of(s.model, batch, prompt_len, output_len)
     return _memory(s, b, p, o, reserve_fraction, prefill_chunk)
 
@@ -85,7 +86,8 @@ def memory(model: ModelConfig | str, accelerator: Accelerator | str, batch, prom
 def max_batch(model: ModelConfig | str, accelerator: Accelerator | str, prompt_len, output_len,
               *, weight_dtype: str = "bf16", kv_dtype: str = "bf16", n_gpus: int = 1,
               act_dtype: str = "bf16", weight_group_size: int = 128,
-              reserve_fraction: float = 0.1, prefill_chunk: int = 8192) -> int | np.ndarray:
+              reserve_fraction: float = 0.1, prefill_chunk: int = 8192,
+              expert_dtype: str | None = None) -> int | np.ndarray:
     """The largest batch whose memory fits (0 if not even one request fits).
 
     Arguments as for ``memory``. Context arrays broadcast; the answer is found by bisection on
@@ -93,7 +95,8 @@ def max_batch(model: ModelConfig | str, accelerator: Accelerator | str, prompt_l
     ``validate.MAX_COUNT``; if even that many fit, it raises rather than report its search cap.
     """
     s = setup(model, accelerator, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus)
+              act_dtype=act_dtype, weight_group_size=weight_group_size, n_gpus=n_gpus,
+              expert_dtype=expert_dtype)
     _, p, o = _sizes_of(s.model, 1, prompt_len, output_len)
 
     def fits(b):
@@ -104,8 +107,9 @@ def max_batch(model: ModelConfig | str, accelerator: Accelerator | str, prompt_l
     hi = np.full(shape, validate.MAX_COUNT, dtype=np.int64)
     if np.any(fits(hi)):
         raise ValueError(
-            f"more than {validate.MAX_COUNT:,} requests fit (prompt_len {_first(p)}, "
-            f"output_len {_first(o)}): max_batch only searches up to validate.MAX_COUNT"
+            f"more than {validate.MAX_COUNT:,} requests fit (prompt_len {_first(p):,} tokens, "
+            f"output_len {_first(o):,} tokens): max_batch only searches up to "
+            "validate.MAX_COUNT"
         )
     while np.any(hi - lo > 1):
         mid = (lo + hi) // 2
@@ -125,11 +129,12 @@ def max_prompt_len(model: ModelConfig | str, accelerator: Accelerator | str, bat
                      [n for n, p in inspect.signature(memory).parameters.items()
                       if p.kind is p.KEYWORD_ONLY])
     cfg = _model(model)
-    batch = validate.integer("batch", batch)
+    batch = validate.integer("batch", batch, unit="requests")
     if cfg.max_context < 2:
         raise ValueError(f"max_prompt_len needs a context of at least 2 tokens; {cfg.name!r} has "
-                         f"max_context {cfg.max_context}")
-    output_len = validate.integer("output_len", output_len, maximum=cfg.max_context - 1)
+                         f"max_context {cfg.max_context} {'token' if cfg.max_context == 1 else 'tokens'}")
+    output_len = validate.integer("output_len", output_len, maximum=cfg.max_context - 1,
+                                  unit="tokens")
 
     def fits(p):
         return bool(memory(cfg, accelerator, batch, int(p), output_len, **options).free >= 0)
@@ -141,7 +146,8 @@ def max_prompt_len(model: ModelConfig | str, accelerator: Accelerator | str, bat
 def gpus_needed(model: ModelConfig | str, accelerator: Accelerator | str, batch, prompt_len,
                 output_len, *, max_gpus: int = 128, weight_dtype: str = "bf16",
                 kv_dtype: str = "bf16", act_dtype: str = "bf16", weight_group_size: int = 128,
-                reserve_fraction: float = 0.1, prefill_chunk: int = 8192) -> int | None:
+                reserve_fraction: float = 0.1, prefill_chunk: int = 8192,
+                expert_dtype: str | None = None) -> int | None:
     """The fewest GPUs (a tensor-parallel degree the heads allow) whose memory fits.
 
     ``None`` when no degree up to ``max_gpus`` fits, or when one GPU does not fit and the
@@ -149,7 +155,7 @@ def gpus_needed(model: ModelConfig | str, accelerator: Accelerator | str, batch,
     that many GPUs fill: ``get_accelerator(accelerator).nodes(n)``, as ``Estimate.nodes``.
     """
     cfg, chip = _model(model), get_accelerator(accelerator)
-    for n in range(1, validate.integer("max_gpus", max_gpus, maximum=2**20) + 1):
+    for n in range(1, validate.integer("max_gpus", max_gpus, maximum=2**20, unit="GPUs") + 1):
         if n > 1 and chip.interconnect_bandwidth is None:
             return None
         if n > chip.domain_size and chip.network_bandwidth is None:
@@ -161,7 +167,7 @@ def gpus_needed(model: ModelConfig | str, accelerator: Accelerator | str, batch,
         mem = memory(cfg, chip, batch, prompt_len, output_len, weight_dtype=weight_dtype,
                      kv_dtype=kv_dtype, n_gpus=n, act_dtype=act_dtype,
                      weight_group_size=weight_group_size, reserve_fraction=reserve_fraction,
-                     prefill_chunk=prefill_chunk)
+                     prefill_chunk=prefill_chunk, expert_dtype=expert_dtype)
         if np.all(mem.free >= 0):
             return n
     return None

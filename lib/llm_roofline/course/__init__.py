@@ -4,7 +4,7 @@ The physics library (``llm_roofline``) computes every number; this package turns
 pages. It imports the library, and the library never imports it (``tests/test_layout.py``
 walks every import to prove it).
 
-- ``ch01`` ... ``ch08``: one module per chapter, holding that chapter's own figures and its
+- ``ch01`` ... ``ch09``: one module per chapter, holding that chapter's own figures and its
   answer checks, so a chapter's author finds everything of theirs in a notebook and a module;
 - ``plots``: the figures and Matplotlib settings that several chapters share;
 - ``widgets``: the live ipywidgets bindings and their kernel-free twins (scrubbers, tables);

@@ -33,21 +33,33 @@ How a chapter becomes an assignment
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..validate import (
+    OneLineParser,
+    boolean,
+    destination,
+    names,
+    read_json,
+    replaceable,
+    source_folder,
+    what_is,
+    write_output,
+)
 from .registry import _REGISTRY, Exercise
 from .student import SOLUTION_TAG, strip_solutions
 from .syllabus import exercises_of
 
-__all__ = ["DESIGN_POINTS", "POINTS", "UNLEVELLED", "Graded", "assignment", "main", "write_course"]
+__all__ = ["DESIGN_POINTS", "MARK", "POINTS", "UNLEVELLED", "Graded", "assignment", "main",
+           "write_course"]
 
 POINTS = {"warm-up": 1, "core": 2, "challenge": 3}
 """Points of an autograded exercise by its level (the syllabus states each chapter's total)."""
@@ -59,13 +71,34 @@ UNLEVELLED = "core"
 """The level counted for an exercise whose title names none (a chapter not yet levelled;
 ``tests/test_levels.py`` names the chapters allowed to be in that state)."""
 
+MARK = "written by llm_roofline.course.assignments"
+"""The course writer's signature: in ``nbgrader_config.py`` (a comment) and in each source
+notebook's metadata (``"written_by"``). A file that carries it is replaced on the next run; any
+other file in its place is left alone unless ``force`` (``--force``)."""
+
+_NB_MARK = f'"written_by": "{MARK}"'
+
 _CONFIG = '''"""nbgrader's configuration for the course (written by llm_roofline.course.assignments)."""
+# {mark}
+# No CourseDirectory.root: nbgrader takes the folder it runs in, so the course works wherever
+# this folder is copied (run nbgrader in it, or start the hub's formgrader there).
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
 c.CourseDirectory.course_id = "physics-of-llm-inference"
-c.CourseDirectory.root = {root!r}
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE: compute the answer above"}}
+# a chapter's cells take seconds; a shared course server grading many submissions at once
+# may be slow: two minutes a cell before nbgrader gives up (its default is 30 s)
+c.Execute.timeout = 120
 '''
+
+_INTRO = re.compile(r"Check numeric answers with `check\(\"<exercise id>\", your_answer\)`[^\n]*"
+                    r"(?:\n(?!\n)[^\n]*)*")
+"""The exercises' opening paragraph on the self-check, up to its blank line."""
+
+_GRADED_INTRO = (
+    "This is a graded assignment. Write each numeric answer into its `answer_<id>` variable, in "
+    "the cell below the exercise; it is graded after you hand the notebook in, so no check of it is "
+    "given here (the reading edition and the student edition have the self-checks).")
 
 
 @dataclass(frozen=True)
@@ -188,35 +221,92 @@ def assignment(nb: dict) -> tuple[dict, list[Graded]]:
         close_run()
     if design:
         cells.append(_design_answer_cell(design))
+    ids = {g.id: g.variable for g in graded}
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown" and "nbgrader" not in cell.get("metadata", {}):
+            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            changed = _graded_prose(text, ids)
+            if changed != text:
+                cells[i] = {**cell, "source": changed}
     return {**nb, "cells": cells}, graded
 
 
+def _graded_prose(text: str, ids: dict[str, str]) -> str:
+    """The markdown of a graded release: no ``check("<id>", ...)`` for a graded answer (the
+    answer goes into its variable instead), and the self-check's introduction replaced."""
+    if not ids:
+        return text
+
+    def answer(found):
+        variable = ids.get(found.group(1))
+        return f"`{variable}` in the answer cell below" if variable else found.group(0)
+
+    text = re.sub(r"`check\(\"([\w.-]+)\",\s*[^`]*\)`", answer, text)
+    return _INTRO.sub(_GRADED_INTRO, text)
+
+
 def write_course(notebooks: Path, root: Path, chapters: list[str] | None = None,
-                 *, release: bool = True) -> dict[str, list[Graded]]:
+                 *, release: bool = True, force: bool = False) -> dict[str, list[Graded]]:
     """Write the nbgrader course under ``root``; return each assignment's graded exercises.
 
     ``chapters``: notebook names without ``.ipynb`` (default: every chapter notebook in
     ``notebooks``). With ``release``, nbgrader's ``generate_assignment`` then writes
-    ``release/``. ``root`` is the course's own folder: its ``source/`` is rewritten.
+    ``release/``. ``root`` is the course's own folder: its ``source/`` and its
+    ``nbgrader_config.py`` are rewritten, but only where they are the writer's own (marked by
+    :data:`MARK`) or with ``force=True``; ``root`` may not be ``notebooks``, inside it or hold
+    it. Every notebook is read and checked before anything is written; each file is written to
+    a temporary file renamed into place. A bad argument is one ``ValueError`` naming it.
     """
-    notebooks, root = Path(notebooks), Path(root).resolve()
     import llm_roofline.course.exercises  # noqa: F401  (every chapter registers its checks)
 
-    names = chapters or sorted(p.stem for p in notebooks.glob("[0-9][0-9]_*.ipynb"))
-    course = {}
-    for name in names:
+    release, force = boolean("release", release), boolean("force", force)
+    notebooks = source_folder("notebooks folder", notebooks)
+    try:
+        found = sorted(p.stem for p in notebooks.glob("[0-9][0-9]_*.ipynb") if p.is_file())
+    except OSError as err:
+        raise ValueError(f"cannot read the notebooks folder {str(notebooks)!r}: "
+                         f"{err.strerror or err}") from None
+    root = destination("course folder", root, sources=[notebooks]).absolute()
+    if chapters is None:
+        chosen = found
+        if not chosen:
+            raise ValueError(f"no chapter notebooks (NN_name.ipynb) in {str(notebooks)!r}")
+    else:
+        chosen = names("chapters", chapters)
+    course, texts = {}, {}
+    for name in chosen:
         path = notebooks / f"{name}.ipynb"
+        if "/" in name or os.sep in name or name in (".", ".."):
+            raise ValueError(f"chapters: {name!r} is not a notebook name (no folders); known: "
+                             f"{', '.join(found)}")
+        kind = what_is(path)
+        if kind not in ("a regular file", "a link to a regular file"):
+            raise ValueError(f"chapters: {str(path)!r} is {kind}, not a notebook"
+                             + (f"; known: {', '.join(found)}" if kind == "nothing" else ""))
         try:
-            nb = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ValueError(f"{path} is not a readable notebook: {err}") from None
-        source, graded = assignment(nb)
-        folder = root / "source" / name
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{name}.ipynb").write_text(json.dumps(source, indent=1, ensure_ascii=False) + "\n",
-                                              encoding="utf-8")
+            source, graded = assignment(read_json("notebook", path))
+            source["metadata"] = {**(source.get("metadata") or {}), "written_by": MARK}
+            texts[root / "source" / name / f"{name}.ipynb"] = json.dumps(
+                source, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ValueError(f"{str(path)!r} is not a valid chapter notebook: {reason}") from None
         course[name] = graded
-    (root / "nbgrader_config.py").write_text(_CONFIG.format(root=str(root)), encoding="utf-8")
+    texts[root / "nbgrader_config.py"] = _CONFIG.format(mark=MARK)
+    for path in texts:  # all refused before any is written
+        marker = MARK if path.suffix == ".py" else _NB_MARK
+        replaceable("course file", path, marker=marker, force=force)
+        for folder in (path.parent, path.parent.parent):
+            if what_is(folder) not in ("nothing", "a folder", "a link to a folder"):
+                raise ValueError(f"course folder: {str(folder)!r} is {what_is(folder)}, not a folder")
+    for path, text in texts.items():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"cannot make the course folder {str(path.parent)!r}: "
+                             f"{err.strerror or type(err).__name__}") from None
+        write_output("course file", path, text, marker=MARK if path.suffix == ".py" else _NB_MARK,
+                     force=True)
     if release:
         for name in course:
             _nbgrader(root, "generate_assignment", name, "--force")
@@ -235,20 +325,32 @@ def _nbgrader(root: Path, *args: str) -> str:
     return run.stdout + run.stderr
 
 
+class _Parser(OneLineParser):
+    label = "llm_roofline.course.assignments"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m llm_roofline.course.assignments NOTEBOOKS ROOT``: write the nbgrader course."""
-    parser = argparse.ArgumentParser(
+    """``python -m llm_roofline.course.assignments NOTEBOOKS ROOT [--force]``: write the course."""
+    parser = _Parser(
         prog="python -m llm_roofline.course.assignments",
         description="Write an nbgrader course (source and release) from the chapter notebooks.")
-    parser.add_argument("notebooks", type=Path, help="the folder of chapter notebooks")
-    parser.add_argument("root", type=Path, help="the course folder to write (e.g. _build/nbgrader)")
+    parser.add_argument("notebooks", help="the folder of chapter notebooks")
+    parser.add_argument("root", help="the course folder to write (e.g. _build/nbgrader)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace files in ROOT that this command did not write")
     args = parser.parse_args(argv)
-    course = write_course(args.notebooks, args.root)
+    try:
+        course = write_course(args.notebooks, args.root, force=args.force)
+    except ValueError as err:
+        parser.error(str(err))
+    except RuntimeError as err:  # nbgrader's own command failed: its last line says why
+        lines = [line for line in str(err).splitlines() if line.strip()]
+        parser.exit(1, f"{parser.label}: error: {lines[0]} {lines[-1] if len(lines) > 1 else ''}\n")
     for name, graded in course.items():
         points = sum(g.points for g in graded)
         print(f"{name}: {len(graded)} autograded exercises, {points} points")
     print(f"each design problem: a manually graded answer cell, {DESIGN_POINTS} points")
-    print(f"nbgrader course written to {args.root.resolve()} (release/ for students)")
+    print(f"nbgrader course written to {Path(args.root).absolute()} (release/ for students)")
     return 0
 
 

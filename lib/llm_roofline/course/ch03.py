@@ -39,8 +39,10 @@ def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
     if len(chips) > 12 or len(dtypes) > 8:
         raise ValueError(f"roofline_grid draws at most 12 chips by 8 precisions (a figure the "
                          f"page can hold), got {len(chips)} by {len(dtypes)}")
-    with plt.rc_context(PAGE):
-        fig, axes = plt.subplots(len(chips), len(dtypes), figsize=(WIDTH, 2.6 * len(chips)),
+    # a phone shows this 7.2-in figure at half size: 13-pt text keeps it near 9 CSS px
+    big = {key: 13 for key in PAGE}
+    with plt.rc_context(big):
+        fig, axes = plt.subplots(len(chips), len(dtypes), figsize=(WIDTH, 3.1 * len(chips)),
                                  squeeze=False)
         for row, chip in zip(axes, chips, strict=True):
             accelerator = get_accelerator(chip)
@@ -50,12 +52,12 @@ def roofline_grid(chips: Sequence[str] = ("A100", "H100", "B200", "MI300X"),
                     explore(accelerator, dtype, intensity, ax=ax)
                     ax.legend().remove()
                     for text in ax.texts:
-                        text.set_fontsize(9)
+                        text.set_fontsize(12)
                 else:
                     ax.text(0.5, 0.5, f"{accelerator.name}\nhas no {dtype.upper()} tensor math",
-                            ha="center", va="center", transform=ax.transAxes, fontsize=10)
+                            ha="center", va="center", transform=ax.transAxes, fontsize=13)
                     ax.set_axis_off()
-                ax.set_title(f"{accelerator.name}, {dtype.upper()}")
+                ax.set_title(f"{accelerator.name.replace('NVIDIA ', '')}, {dtype.upper()}")
                 ax.set_xlabel("I (FLOPs/byte)")
                 ax.set_ylabel("TFLOPS")
         # one pair of limits for every panel that has a roofline, so that the panels can be
@@ -126,7 +128,8 @@ register(
 
 register(
     "roofline-3", _roofline_3, unit="sequences", rtol=0.0,
-    hint="in decode I = B; find the first whole B at or above the H200's BF16 ridge.",
+    hint="count a decode step's FLOPs per byte of BF16 weights at batch B; then find the "
+         "first whole B at or above the H200's BF16 ridge.",
     mistakes=(
         (lambda: _roofline_3() - 1, "a batch below the ridge is still memory-bound: round up, not down."),
         (lambda: math.ceil(_h100("bf16")), "that is the H100's ridge: the H200 has more bandwidth."),

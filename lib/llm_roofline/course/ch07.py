@@ -5,7 +5,8 @@ No arithmetic here: every number comes from the library (``calculator``, ``vram`
 (which model, which precision, which range) and not forty lines of plotting.
 
 - :func:`memory_bars`, :func:`latency_curves`, :func:`critical_curves`, :func:`experts_read`,
-  :func:`dashboard`: the chapter's figures;
+  :func:`dashboard`: the chapter's figures; :func:`model_table`, :func:`latency_table`,
+  :func:`resources_table`, :func:`forecast_table`: its tables;
 - the answer checks ``calculator-1`` ... ``calculator-5``, and the design problem's hint
   ``calculator-latency``.
 """
@@ -28,8 +29,9 @@ from .plots import PAGE, WIDTH, GiB
 from .registry import register, register_hint
 
 __all__ = [
-    "COLOURS", "PRECISIONS", "SCALES", "critical_curves", "dashboard", "experts_read",
-    "latency_curves", "memory_bars", "show_dashboard",
+    "COLOURS", "LAYOUTS", "PRECISIONS", "SCALES", "critical_curves", "dashboard", "experts_read",
+    "forecast_table", "latency_curves", "latency_table", "memory_bars", "model_table",
+    "resources_table", "show_dashboard",
 ]
 
 
@@ -134,45 +136,58 @@ def latency_curves(model="llama-3-70b", gpu="H100 SXM", n_gpus: int = 4, prompt:
     return fig
 
 
-def critical_curves(gpu="H100 SXM", max_context: int | None = None):
+#: each scale on a layout that holds it (FP8 for DeepSeek-V3, its native format): accelerator, GPUs
+LAYOUTS = {"7B": ("H100 SXM", 1), "70B": ("H100 SXM", 4), "671B": ("H200", 8)}
+
+
+def critical_curves(layouts: dict | None = None, max_context: int | None = None):
     """Where a decode step can be mostly compute-bound: batch against context, per scale.
 
-    For each precision, a horizontal line at the batch where the weight matmuls reach the roof
-    (``critical_batch``, the same at every context), ending at the longest context at which a
-    large batch still makes the step mostly compute-bound (``max_compute_context``); to the
-    right of the end, the memory-bound attention over the cache takes most of every step. Each
-    panel runs to its model's longest context, or to ``max_context`` if that is shorter. A
-    line that would coincide with an earlier one is drawn 6 % above it, so that both show.
-    Returns the figure.
+    Each scale runs on its own layout (``layouts``: scale -> (accelerator, GPUs of tensor
+    parallelism), :data:`LAYOUTS` by default), one that holds the model. For each precision, a
+    horizontal line at the batch where the weight matmuls reach the roof (``critical_batch``,
+    the same at every context), ending at the longest context at which a large batch still
+    makes the step mostly compute-bound (``max_compute_context``); to the right of the end, the
+    memory-bound attention over the cache takes most of every step. Each panel runs to its
+    model's longest context, or to ``max_context`` if that is shorter. A line that would
+    coincide with an earlier one is drawn 6 % above it, so that both show. Returns the figure.
     """
     import matplotlib.pyplot as plt
 
-    chip = get_accelerator(gpu)
+    layouts = LAYOUTS if layouts is None else layouts
+    if not isinstance(layouts, dict) or set(layouts) != set(SCALES):
+        raise ValueError(f"layouts must map each of {sorted(SCALES)} to (accelerator, GPUs), got "
+                         f"{shorten(layouts)}")
     if max_context is not None:
         max_context = integer("max_context", max_context, minimum=2)
     with plt.rc_context(PAGE):
-        fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 3.5), sharey=True)
+        fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 3.6), sharey=True)
         for ax, (scale, name) in zip(axes, SCALES.items(), strict=True):
+            gpu, n = layouts[scale]
+            chip = get_accelerator(gpu)
+            n = integer("GPUs", n, minimum=1)
             cfg = get_model(name)
             top = cfg.max_context if max_context is None else min(cfg.max_context, max_context)
             drawn: list[int] = []
             for precision, (weights, kv) in PRECISIONS.items():
-                batch = critical_batch(cfg, chip, weight_dtype=weights)
-                end = min(max_compute_context(cfg, chip, weight_dtype=weights, kv_dtype=kv), top)
+                batch = critical_batch(cfg, chip, weight_dtype=weights, n_gpus=n)
+                end = min(max_compute_context(cfg, chip, weight_dtype=weights, kv_dtype=kv,
+                                              n_gpus=n), top)
                 lift = 1.06 ** drawn.count(batch)  # lines that coincide stay visible
                 drawn.append(batch)
                 ax.plot([1, end], [batch * lift] * 2, "-", lw=2, color=COLOURS[precision],
                         label=precision)
                 ax.plot([end], [batch * lift], "x", ms=8, mew=2, color=COLOURS[precision])
             ax.set(xscale="log", yscale="log", xlim=(1, top), xlabel="context (tokens)",
-                   title=f"{scale}: {name}")
-            ticks = [t for t in (1, 100, 10_000, 100_000) if t <= top]
+                   title=f"{name}\n{n} x {chip.name.removeprefix('NVIDIA ')}")
+            steps = (1, 100, 10_000, 100_000) if top > 10_000 else (1, 10, 100, 1_000)
+            ticks = [t for t in steps if t <= top]
             ax.set_xticks(ticks, labels=[f"{t // 1000}k" if t >= 1000 else str(t) for t in ticks])
             ax.grid(True, which="major", alpha=0.3)
         axes[0].set_ylabel("batch where the weight\nmatmuls reach the roof")
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
-        fig.suptitle(f"Decode on the {chip.name}: mostly compute-bound only left of the x")
+        fig.suptitle("Decode: mostly compute-bound only left of the x")
         fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
@@ -283,6 +298,65 @@ def show_dashboard(model="llama-3-70b", precision: str = "FP8", n_gpus: int = 2,
         ax.set_axis_off()
         ax.text(0.5, 0.5, str(err), ha="center", va="center", wrap=True, transform=ax.transAxes)
     plt.show()
+
+
+# the chapter's tables: the page shows the call, not the table building -----------------
+
+
+def model_table():
+    """Every built-in model: counted and published parameters, active ones, KV cache per token."""
+    from ..models import list_models, model_info
+    from .widgets import html_table
+
+    rows = []
+    for name in list_models():
+        cfg, info = get_model(name), model_info(name)
+        rows.append({
+            "model": name,
+            "counted (B)": cfg.n_params / 1e9,
+            "published (B)": info["params"] / 1e9,
+            "error": f"{cfg.n_params / info['params'] - 1:+.2%}",
+            "active per token (B)": cfg.n_active_params / 1e9,
+            "KV cache per token, BF16 (kB)": cfg.kv_cache_bytes_per_token("bf16") / 1e3,
+        })
+    return html_table(rows, floatfmt="{:,.2f}")
+
+
+def latency_table(estimates):
+    """Per-user TPOT, TPOT / batch, throughput and decode's bound, one row per ``Estimate``."""
+    from .widgets import html_table
+
+    rows = [{
+        "batch": float(e.batch),
+        "TPOT per user (ms)": 1e3 * e.tpot_s,
+        "TPOT / batch (ms)": 1e3 * e.time_per_token_s,
+        "throughput (tokens/s)": e.throughput_tok_s,
+        "decode": e.decode_bound,
+    } for e in estimates]
+    return html_table(rows, floatfmt={
+        "batch": "{:.0f}", "TPOT per user (ms)": "{:.2f}", "TPOT / batch (ms)": "{:.3f}",
+        "throughput (tokens/s)": "{:,.0f}"})
+
+
+def resources_table(step):
+    """How long each resource is busy in one decode step, then its floor and kernel-by-kernel time."""
+    from .widgets import html_table
+
+    busy = step.resources()
+    rows = [{"resource": k, "busy (ms)": 1e3 * busy[k]}
+            for k in ("compute", "memory", "interconnect", "latency")]
+    rows += [{"resource": "floor", "busy (ms)": 1e3 * step.floor_s},
+             {"resource": "kernel by kernel", "busy (ms)": 1e3 * step.time_s}]
+    return html_table(rows, floatfmt={"busy (ms)": "{:.2f}"})
+
+
+def forecast_table(cases):
+    """TTFT, TPOT and throughput, one row per ``(label, Estimate)``."""
+    from .widgets import html_table
+
+    rows = [{"": label, "TTFT (ms)": 1e3 * e.ttft_s, "TPOT (ms)": 1e3 * e.tpot_s,
+             "tokens/s": e.throughput_tok_s} for label, e in cases]
+    return html_table(rows, floatfmt="{:,.1f}")
 
 
 # notebooks/07_calculator: the calculator ------------------------------------------

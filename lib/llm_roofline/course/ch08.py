@@ -13,7 +13,12 @@ import math
 
 from .registry import register, register_hint
 
-__all__ = ["WHERE", "measured_here", "roofline_figure", "use"]
+__all__ = ["LINEAR", "REFERENCE", "WHERE", "gaps", "load_reference", "measured_here",
+           "op_table", "phase_summary", "record_reference", "roofline_figure", "roofline_rows",
+           "run_chapter", "use", "warn_if_disturbed"]
+
+#: the linear layers of a pass: the products with a weight matrix
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
 
 #: whose numbers a measured output shows: the website's are the build machine's
 WHERE = ("measured on the machine that ran this page (on the website: the machine that built "
@@ -25,6 +30,185 @@ def measured_here(what: str) -> None:
     print(f"{what}, {WHERE}:")
 
 _STATE: dict = {"host": None}
+
+
+def warn_if_disturbed(*runs) -> str | None:
+    """Print, beside the numbers, whether the run that measured them was disturbed: ``runs``
+    are ``measure_roofline()``'s dict, ``machine.profile``'s rows or ``machine.pass_times``'s
+    dict. Returns the warning (None for a quiet run)."""
+    import os
+
+    from ..measure import DISTURBED_SPREAD, disturbance
+
+    spreads, waited, load = {}, {}, None
+    for run in runs:
+        if isinstance(run, dict) and "spread" in run and isinstance(run["spread"], dict):
+            spreads |= run["spread"]
+            waited |= run.get("waited", {})
+            load = max((x for x in (load, *run.get("load", {}).values()) if x is not None),
+                       default=None)
+        elif isinstance(run, dict):  # pass_times
+            spreads |= {f"whole {k}": v["spread"] for k, v in run.items()}
+            waited |= {f"whole {k}": v.get("waited", 0.0) for k, v in run.items()}
+        else:  # profile rows: only the operations that carry time are judged
+            total = sum(r["seconds"] for r in run) or 1.0
+            big = [r for r in run if r["seconds"] > 0.02 * total]
+            spreads |= {f"{r['phase']} {r['op']}": r["spread"] for r in big}
+            waited |= {f"{r['phase']} {r['op']}": r.get("waited", 0.0) for r in big}
+    message = disturbance(spreads, DISTURBED_SPREAD, load, os.cpu_count(), waited)
+    if message:
+        print("WARNING. " + message)
+    else:
+        print(f"Quiet run: every timing's median sample was within {DISTURBED_SPREAD:.0%} of "
+              "its best.")
+    return message
+
+
+def roofline_rows(host: dict) -> list[dict]:
+    """The roofline's figures as table rows, each with the spread of its samples."""
+    spread = host.get("spread", {})
+    dram = f"read {host['read_mb']} MB"
+    fastest = max(host["read_sweep"], key=lambda k: host["read_sweep"][k])
+    return [
+        {"figure": "read bandwidth (GEMV)", "value": host["read_GBps"], "unit": "GB/s",
+         "measured on": f"{host['read_mb']:,} MB", "spread": f"{spread.get(dram, 0):.0%}"},
+        {"figure": "fastest cache read", "value": host["cache_GBps"], "unit": "GB/s",
+         "measured on": f"{fastest} MB", "spread": f"{spread.get(f'read {fastest} MB', 0):.0%}"},
+        {"figure": "copy bandwidth", "value": host["copy_GBps"], "unit": "GB/s",
+         "measured on": f"2 x {host['copy_mb']:,} MB", "spread": f"{spread.get('copy', 0):.0%}"},
+        {"figure": "matmul peak (fp32)", "value": host["matmul_GFLOPS"], "unit": "GFLOP/s",
+         "measured on": f"n = {host['matmul_n']}", "spread": f"{spread.get('matmul', 0):.0%}"},
+    ]
+
+
+def phase_summary(pred: list[dict], passes: dict) -> dict:
+    """Per phase: predicted and measured seconds of the linear layers, of all operations
+    summed, and of the whole pass timed as one; the errors (predicted / measured - 1)."""
+    out = {}
+    for phase in ("prefill", "decode"):
+        rows = [r for r in pred if r["phase"] == phase]
+        lin = [r for r in rows if r["op"] in LINEAR]
+        p_lin, m_lin = sum(r["predicted_s"] for r in lin), sum(r["seconds"] for r in lin)
+        p_all, m_ops = sum(r["predicted_s"] for r in rows), sum(r["seconds"] for r in rows)
+        whole = passes[phase]["seconds"]
+        flops = sum(r["flops"] for r in rows)
+        out[phase] = {"linear_pred_s": p_lin, "linear_s": m_lin, "linear_error": p_lin / m_lin - 1,
+                      "pred_s": p_all, "ops_s": m_ops, "whole_s": whole,
+                      "whole_error": p_all / whole - 1, "ops_vs_whole": m_ops / whole - 1,
+                      "flops": flops, "linear_flops": sum(r["flops"] for r in lin),
+                      "linear_bytes": sum(r["bytes_read"] + r["bytes_written"] for r in lin)}
+    return out
+
+
+def op_table(pred: list[dict], passes: dict) -> list[dict]:
+    """Table 8.2's rows: per operation, predicted and measured ms and the error in each phase;
+    then the sum of the operations, the whole pass timed as one, and the linear layers."""
+    by_op: dict[str, dict] = {}
+    for r in pred:
+        row = by_op.setdefault(r["op"], {"operation": r["op"]})
+        error = "(a view)" if r["op"] == "kv_read" else f"{r['error']:+.0%}"
+        row |= {f"{r['phase']} pred. (ms)": 1e3 * r["predicted_s"],
+                f"{r['phase']} meas. (ms)": 1e3 * r["seconds"], f"{r['phase']} error": error}
+    summary = phase_summary(pred, passes)
+    extra = {"linear layers": {}, "sum of operations": {}, "whole pass, timed as one": {}}
+    for phase, t in summary.items():
+        extra["linear layers"] |= {f"{phase} pred. (ms)": 1e3 * t["linear_pred_s"],
+                                   f"{phase} meas. (ms)": 1e3 * t["linear_s"],
+                                   f"{phase} error": f"{t['linear_error']:+.0%}"}
+        extra["sum of operations"] |= {f"{phase} pred. (ms)": 1e3 * t["pred_s"],
+                                       f"{phase} meas. (ms)": 1e3 * t["ops_s"],
+                                       f"{phase} error": f"{t['pred_s'] / t['ops_s'] - 1:+.0%}"}
+        extra["whole pass, timed as one"] |= {f"{phase} pred. (ms)": 1e3 * t["pred_s"],
+                                              f"{phase} meas. (ms)": 1e3 * t["whole_s"],
+                                              f"{phase} error": f"{t['whole_error']:+.0%}"}
+    return list(by_op.values()) + [{"operation": k} | v for k, v in extra.items()]
+
+
+def gaps(pred: list[dict], host: dict, micro_rows: list[dict], passes: dict) -> list[dict]:
+    """Where the prediction misses, each effect with the measurement that shows it."""
+    from ..machine import per_call
+
+    elementwise = [r for r in pred if r["op"] not in LINEAR and r["op"] not in
+                   ("attn_scores", "attn_values", "kv_read") and r["phase"] == "prefill"]
+    moved = sum(r["bytes_read"] + r["bytes_written"] for r in elementwise)
+    spent = sum(r["seconds"] for r in elementwise)
+    call = per_call(micro_rows)
+    small = sorted(call.values())[len(call) // 2]
+    s = phase_summary(pred, passes)
+    lin = [r for r in pred if r["phase"] == "prefill" and r["op"] in LINEAR]
+    rate = sum(r["flops"] for r in lin) / sum(r["seconds"] for r in lin)
+    dec = [r for r in pred if r["phase"] == "decode" and r["op"] in LINEAR]
+    dec_rate = sum(r["bytes_read"] + r["bytes_written"] for r in dec) / sum(r["seconds"] for r in dec)
+    return [
+        {"effect": "fixed cost of a call", "measured": f"{1e6 * small:,.1f} µs",
+         "how": "median time per call of an operation of the micro model (no bytes to speak of)"},
+        {"effect": "element-wise code on one core",
+         "measured": f"{moved / spent / 1e9:,.1f} GB/s",
+         "how": f"the prefill's norms, RoPE, softmax, SwiGLU, residuals (DRAM read: "
+                f"{host['read_GBps']:,.1f} GB/s)"},
+        {"effect": "linear layers of the prefill", "measured": f"{rate / 1e9:,.1f} GFLOP/s",
+         "how": f"products of {pred[0]['prompt_len']} rows (the n = {host['matmul_n']} "
+                f"peak: {host['matmul_GFLOPS']:,.1f} GFLOP/s)"},
+        {"effect": "linear layers of a decode step", "measured": f"{dec_rate / 1e9:,.1f} GB/s",
+         "how": f"GEMVs of weights past the cache (the DRAM read: {host['read_GBps']:,.1f} GB/s)"},
+        {"effect": "what runs between operations",
+         "measured": f"{s['decode']['ops_vs_whole']:+.0%} / {s['prefill']['ops_vs_whole']:+.0%}",
+         "how": "sum of the operations against the whole pass, decode / prefill"},
+    ]
+
+
+#: the reference run shipped with the book, recorded on a named quiet machine
+REFERENCE = "ch08_reference.json"
+
+
+def run_chapter(threads: int = 1, prompt: int = 128, steps: int = 8, runs: int = 5) -> dict:
+    """Everything chapter 8 measures, as plain data: the host, tiny L's operations and passes,
+    the micro model's calls, the machine, the load. What :func:`record_reference` saves."""
+    import os
+    import platform
+
+    from .. import machine, measure
+    from ..tiny import TinyLlama
+
+    host = measure.measure_roofline(threads=threads, progress=False)
+    configs = machine.chapter_models()
+    model = TinyLlama.random(configs["L"], seed=0)
+    rows = machine.profile(model, 1, prompt, steps, runs=runs, threads=threads)
+    passes = machine.pass_times(model, 1, prompt, steps, threads=threads)
+    micro = machine.profile(TinyLlama.random(configs["micro"], seed=0), 1, prompt, steps,
+                            runs=runs, threads=threads)
+    return {"host": host, "rows": rows, "passes": passes, "micro_rows": micro,
+            "settings": {"threads": threads, "prompt": prompt, "steps": steps, "runs": runs},
+            "machine": {"cpu": measure.cpu_name(), "logical_cpus": os.cpu_count(),
+                        "memory_bytes": measure.total_memory_bytes(),
+                        "last_level_cache_bytes": measure.last_level_cache_bytes(),
+                        "system": platform.platform(), "numpy_blas": measure.blas_info()}}
+
+
+def record_reference(path, name: str, **options) -> dict:
+    """Run the chapter's measurements and save them to ``path`` (JSON) under the machine's
+    ``name``, with the load average before and after."""
+    import datetime
+    import json
+
+    from ..measure import load_average
+
+    before = load_average()
+    run = run_chapter(**options)
+    run["machine"] |= {"name": name, "date": datetime.date.today().isoformat(),
+                       "load_average": {"before": before, "after": load_average()}}
+    with open(path, "w") as f:
+        json.dump(run, f, indent=1, allow_nan=False, default=float)
+        f.write("\n")
+    return run
+
+
+def load_reference() -> dict:
+    """The reference run shipped with the library (``data/ch08_reference.json``)."""
+    import json
+    from importlib.resources import files
+
+    return json.loads(files("llm_roofline.data").joinpath(REFERENCE).read_text())
 
 
 def use(host: dict) -> None:
@@ -111,9 +295,9 @@ def _chip():
     return host_accelerator(_STATE["host"])
 
 
-def _l_decode(batch: int = 1, cached: int = 64):
-    """One decode step of tiny ``L`` with ``cached`` tokens in the cache (64: the first step
-    after the chapter's 64-token prompt)."""
+def _l_decode(batch: int = 1, cached: int = 128):
+    """One decode step of tiny ``L`` with ``cached`` tokens in the cache (128: the first step
+    after the chapter's 128-token prompt)."""
     from ..counts import op_costs
     from ..machine import chapter_models
 
@@ -195,3 +379,58 @@ register_hint(
     "bandwidth this page measured times 100 ms is the most bytes a step may read; list which "
     "models' weights at fp32 fit under that, before you look at memory or the prompt.",
 )
+
+
+def reference_rows(ref: dict, host: dict, summary: dict) -> list[dict]:
+    """The reference run beside this one: the roofline, and each phase's errors."""
+    from ..machine import predict
+
+    ref_summary = phase_summary(predict(ref["rows"], ref["host"]), ref["passes"])
+    rows = []
+    for label, key, unit in (("read bandwidth", "read_GBps", "GB/s"),
+                             ("copy bandwidth", "copy_GBps", "GB/s"),
+                             ("matmul peak", "matmul_GFLOPS", "GFLOP/s")):
+        rows.append({"": f"{label} ({unit})", "reference": f"{ref['host'][key]:,.1f}",
+                     "this run": f"{host[key]:,.1f}"})
+    for phase in ("prefill", "decode"):
+        for what, key in (("linear layers", "linear_error"), ("whole pass", "whole_error")):
+            rows.append({"": f"{phase}, {what}: error", "reference": f"{ref_summary[phase][key]:+.0%}",
+                         "this run": f"{summary[phase][key]:+.0%}"})
+    load = ref["machine"].get("load_average", {})
+    rows.append({"": "load average (1 min)", "reference": f"{max(load.values()):.1f}" if load else "?",
+                 "this run": f"{max(v for v in host['load'].values() if v is not None):.1f}"})
+    return rows
+
+
+#: how close chapter 8 expects the prediction to come on a quiet machine
+TOLERANCE = {"linear_error": 0.30, "whole_error": 0.40}
+
+
+def phase_lines(rows: list[dict], host: dict) -> None:
+    """Print each phase's intensity against the ridge and how close it came to its roof."""
+    from ..machine import totals
+
+    ridge = host["matmul_GFLOPS"] / host["read_GBps"]
+    for phase, t in totals(rows).items():
+        side = "above" if t["intensity"] >= ridge else "below"
+        if phase == "prefill":
+            rate = t["flops"] / t["seconds"] / 1e9
+            roof = f"{rate:,.1f} GFLOP/s, {rate / host['matmul_GFLOPS']:.0%} of the measured peak"
+        else:
+            rate = t["bytes"] / t["seconds"] / 1e9
+            roof = f"{rate:,.1f} GB/s, {rate / host['read_GBps']:.0%} of the DRAM read bandwidth"
+        print(f"{phase}: {t['intensity']:.2f} FLOPs/byte, {side} the ridge of {ridge:.1f}; "
+              f"ran at {roof}")
+
+
+def accuracy_lines(summary: dict) -> None:
+    """Print, per phase, how far the prediction of the linear layers and of the whole pass
+    was from the measurement, against the chapter's tolerances."""
+    for phase, s in summary.items():
+        for what, key, pred, meas in (("linear layers", "linear_error", "linear_pred_s",
+                                       "linear_s"),
+                                      ("whole pass", "whole_error", "pred_s", "whole_s")):
+            inside = abs(s[key]) <= TOLERANCE[key]
+            print(f"{phase}, {what}: predicted {1e3 * s[pred]:,.1f} ms, measured "
+                  f"{1e3 * s[meas]:,.1f} ms, error {s[key]:+.0%} "
+                  f"({'within' if inside else 'outside'} {TOLERANCE[key]:.0%})")

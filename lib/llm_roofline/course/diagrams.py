@@ -171,22 +171,22 @@ def transformer_layer(model="llama-3-8b", dtype: str = "bf16", batch: int = 1):
     def matrix(x, y, name, rows, cols):
         w = 1.1 + 1.1 * rows * cols / largest
         box(ax, x, y, w, 0.75, f"{name}\n{rows:,}×{cols:,}\n{size(rows * cols)}",
-            kind="memory", fontsize=SMALL)
+            kind="memory", fontsize=FONT)
         return x + w + 0.1
 
     h = 0.75
     rows = {"in": 4.15, "qkv": 3.1, "attn": 2.05, "mlp": 1.0}
     box(ax, 0.05, rows["in"], 2.4, h, f"x: {batch:,} × {d:,}\n{size(batch * d)}", kind="data",
-        fontsize=SMALL)
-    note(ax, 2.6, rows["in"] + h / 2, "activations in: one row per token of the batch",
+        fontsize=FONT)
+    note(ax, 2.6, rows["in"] + h / 2, fontsize=FONT, words="activations in: one row per token of the pass",
          style="italic")
     x = 0.05
     for name, r, c in mats[:3]:
         x = matrix(x, rows["qkv"], name, r, c)
     box(ax, x, rows["qkv"], WIDTH - 0.05 - x, h, f"KV cache, grows a token at a time:\n"
-        f"{size(2 * kv)} per token in this layer", kind="memory", fontsize=SMALL)
+        f"{size(2 * kv)} per token in this layer", kind="memory", fontsize=FONT)
     box(ax, 0.05, rows["attn"], 3.6, h, f"attention over the cached tokens\n"
-        f"{cfg.n_heads} query heads, {cfg.n_kv_heads} KV heads", kind="compute", fontsize=SMALL)
+        f"{cfg.n_heads} query heads, {cfg.n_kv_heads} KV heads", kind="compute", fontsize=FONT)
     matrix(3.75, rows["attn"], *mats[3])
     x = 0.05
     for name, r, c in mats[4:]:
@@ -194,9 +194,11 @@ def transformer_layer(model="llama-3-8b", dtype: str = "bf16", batch: int = 1):
     for top, bottom in (("in", "qkv"), ("qkv", "attn"), ("attn", "mlp")):
         arrow(ax, (0.3, rows[top]), (0.3, rows[bottom] + h), width=1.2)
     total = sum(r * c for _, r, c in mats)
-    note(ax, 0.05, 0.55, f"Weights of one layer: {size(total)} in {dtype.upper()}. "
-         f"All {cfg.n_layers} layers: {cfg.n_layers * total * b / 1e9:,.1f} GB.")
-    note(ax, 0.05, 0.2, f"Between them flow {size(batch * d)} to {size(batch * f)} of "
+    every = cfg.n_layers * total * b
+    everything = f"{every / 1e9:,.1f} GB" if every >= 1e9 else size(cfg.n_layers * total)
+    note(ax, 0.05, 0.55, fontsize=FONT, words=f"Weights of one layer: {size(total)} in {dtype.upper()}. "
+         f"All {cfg.n_layers} layers: {everything}.")
+    note(ax, 0.05, 0.2, fontsize=FONT, words=f"Between them flow {size(batch * d)} to {size(batch * f)} of "
          f"activations for {batch:,} token{'s' if batch > 1 else ''}.")
     return fig
 
@@ -214,19 +216,21 @@ def gemm_vs_gemv(rows: int = 4096, cols: int = 4096, batch: int = 8, dtype: str 
     weight_mb = rows * cols * b / 1e6
 
     def product(x0, n, title):
-        box(ax, x0, 1.0, 1.35, 1.5, f"W\n{rows:,}×{cols:,}\n{weight_mb:,.0f} MB",
+        box(ax, x0, 1.0, 1.35, 1.5, f"W\n{rows:,}×{cols:,}\n{weight_mb:,.3g} MB",
             kind="memory")
         note(ax, x0 + 1.47, 1.75, "×", fontsize=14, ha="center")
         wx = 0.09 * n + 0.12
         box(ax, x0 + 1.6, 1.0, wx, 1.5, "", kind="data")
-        note(ax, x0 + 1.6 + wx / 2, 0.8, f"{n} token{'s' if n > 1 else ''}", ha="center")
+        note(ax, x0 + 1.6 + wx / 2, 0.8, f"{n} token{'s' if n > 1 else ''}", ha="center",
+             fontsize=FONT)
         note(ax, x0 + 1.75 + wx, 1.75, "=", fontsize=14, ha="center")
         box(ax, x0 + 1.9 + wx, 1.0, wx, 1.5, "", kind="data")
         mid = x0 + (1.9 + 2 * wx) / 2
         note(ax, mid, 2.85, title, fontsize=FONT, ha="center")
         flops = 2 * rows * cols * n
-        note(ax, mid, 0.35, f"{flops / 1e6:,.0f} MFLOP from {weight_mb:,.0f} MB:\n"
-             f"{flops / (rows * cols * b):,.0f} FLOP per byte of weights", ha="center")
+        note(ax, mid, 0.35, f"{flops / 1e6:,.3g} MFLOP from {weight_mb:,.3g} MB:\n"
+             f"{flops / (rows * cols * b):g} FLOP per byte of weights", ha="center",
+             fontsize=FONT)
 
     product(0.05, batch, f"GEMM: a batch of {batch} tokens")
     product(4.2, 1, "GEMV: one token")

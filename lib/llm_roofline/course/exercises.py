@@ -7,7 +7,7 @@ goes in a circle. A notebook writes ``from llm_roofline.course.exercises import 
 
 from __future__ import annotations
 
-from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08  # noqa: F401  (each registers its checks)
+from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09  # noqa: F401  (each registers its checks)
 from .registry import Hint, Verdict, check, hint, list_exercises
 
 __all__ = ["Hint", "Verdict", "check", "hint", "list_exercises"]

@@ -10,7 +10,7 @@ name typical mistakes, each with the answer it leads to (computed, like the expe
 from the library); an answer that matches one gets the explanation of that mistake instead of
 the general hint.
 
-The chapter modules (``course.ch01`` ... ``course.ch08``) import this module and register their
+The chapter modules (``course.ch01`` ... ``course.ch09``) import this module and register their
 exercises; this module imports none of them. ``course.exercises`` imports them all, so that a
 notebook's ``from llm_roofline.course.exercises import check`` knows every exercise.
 """
@@ -18,11 +18,8 @@ notebook's ``from llm_roofline.course.exercises import check`` knows every exerc
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from .. import validate
 from ..validate import shorten
@@ -159,15 +156,10 @@ def check(id: str, answer: float) -> Verdict:
     if id not in _REGISTRY:
         raise validate.unknown("exercise", id, _REGISTRY)
     exercise = _REGISTRY[id]
-    if not isinstance(answer, numbers.Real) or isinstance(answer, bool | np.bool_):
+    if not validate.is_number(answer):
         # a string such as "5" is not graded: the notebook computes the answer as a number
         raise ValueError(f"answer must be a number in {exercise.unit}, got {shorten(answer)}")
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        raise ValueError(f"answer must be a number in {exercise.unit}, got {shorten(answer)}") from None
-    except OverflowError:  # an integer beyond float's range, such as 10**400
-        value = math.inf
+    value = validate.as_float(answer)  # a Decimal or a Fraction is read like a float
     if not math.isfinite(value):
         raise ValueError(f"answer must be a finite number in {exercise.unit}, got {shorten(answer)}")
     if value != 0 and not _SMALLEST <= abs(value) <= _LARGEST:

@@ -21,7 +21,7 @@ How a chapter becomes a deck
     ``data-dpi``. A chapter whose tagged cells are all markdown is not executed.
 
 Chapters without tags
-    Chapters 01, 02 and 07 carry no slide tags yet (another contributor was editing them when the
+    Chapters 01, 02, 07 and 09 carry no slide tags yet (another contributor was editing them when the
     decks were added). For a notebook with no tag at all the deck falls back to an automatic
     selection, from the markdown alone: the title cell, every cell that opens with a section
     heading (``## ...``) other than the exercises, and the takeaways, each one slide. Tagging
@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import importlib.metadata
 import json
 import os
@@ -62,11 +63,25 @@ from pathlib import Path
 
 import nbformat
 
+from ..validate import (
+    OneLineParser,
+    boolean,
+    destination,
+    integer,
+    names,
+    read_json,
+    replaceable,
+    shorten,
+    source_folder,
+    unknown,
+    write_output,
+)
+
 __all__ = [
     "SLIDE_TAGS", "REVEAL_VERSION", "FIGURE_BOX", "FIGURE_MIN_PX", "FIGURE_PAD", "PNG_KEY", "CSS",
     "PAGINATE_JS", "TEMPLATE", "fit_figure", "use_slide_figures", "png_record",
     "slide_types", "is_tagged", "expected_slides", "deck_notebook", "export_deck",
-    "install_reveal", "install_mathjax", "build", "main",
+    "install_reveal", "install_mathjax", "build", "main", "MARK",
 ]
 
 #: The cell tags that select a cell, and the nbconvert slide type each one becomes.
@@ -269,9 +284,29 @@ def _selection(nb) -> list[str | None]:
     return slide_types(nb) if is_tagged(nb) else _automatic(nb)
 
 
+def _notebook(name: str, nb):
+    """``nb`` as an nbformat 4 notebook (a dict is converted), or a one-line ``ValueError``."""
+    what = f"{name} must be a notebook (nbformat 4: a 'cells' list of cells with a cell_type and a source)"
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise ValueError(f"{what}, got {shorten(nb)}")
+    for i, cell in enumerate(nb["cells"]):
+        if (not isinstance(cell, dict) or cell.get("cell_type") not in ("markdown", "code", "raw")
+                or not isinstance(cell.get("source", ""), str | list)
+                or not isinstance(cell.get("metadata", {}), dict)
+                or not isinstance(cell.get("metadata", {}).get("tags", []), list)):
+            raise ValueError(f"{what}; cell {i} is {shorten(cell)}")
+    nb = nbformat.from_dict(nb)
+    for cell in nb.cells:
+        if isinstance(cell.get("source"), list):
+            cell.source = "".join(map(str, cell.source))
+        cell.setdefault("source", "")
+        cell.setdefault("metadata", nbformat.from_dict({}))
+    return nb
+
+
 def expected_slides(nb) -> int:
     """How many slides the deck of this notebook has: its ``slide`` and ``subslide`` cells."""
-    return sum(t in ("slide", "subslide") for t in _selection(nb))
+    return sum(t in ("slide", "subslide") for t in _selection(_notebook("nb", nb)))
 
 
 def _without_directive_fences(lines: list[str]) -> list[str]:
@@ -459,12 +494,20 @@ def use_slide_figures(box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_
 
 
 def png_record(data: str | bytes) -> dict | None:
-    """The :data:`PNG_KEY` record of a PNG (base64 text or bytes) with its pixel size; None without one."""
+    """The :data:`PNG_KEY` record of a PNG (base64 text or bytes) with its pixel size; None without
+    one (not a PNG, a truncated one, not base64, a record that is not JSON). Another type is a
+    one-line ``ValueError``."""
     import base64
+    import binascii
     import struct
 
-    raw = base64.b64decode(data) if isinstance(data, str) else data
-    if raw[:8] != b"\x89PNG\r\n\x1a\n":
+    if not isinstance(data, str | bytes | bytearray):
+        raise ValueError(f"data must be a PNG as base64 text or bytes, got {shorten(data)}")
+    try:
+        raw = base64.b64decode(data, validate=False) if isinstance(data, str) else bytes(data)
+    except (binascii.Error, ValueError):
+        return None
+    if raw[:8] != b"\x89PNG\r\n\x1a\n" or len(raw) < 24:
         return None
     width, height = struct.unpack(">II", raw[16:24])
     at = 8
@@ -473,7 +516,11 @@ def png_record(data: str | bytes) -> dict | None:
         if kind == b"tEXt":
             key, _, value = raw[at + 8:at + 8 + length].partition(b"\0")
             if key.decode("latin-1") == PNG_KEY:
-                return {**json.loads(value.decode("latin-1")), "width": width, "height": height}
+                try:
+                    record = json.loads(value.decode("latin-1"))
+                except (ValueError, RecursionError):
+                    return None
+                return {**record, "width": width, "height": height} if isinstance(record, dict) else None
         if kind == b"IEND":
             break
         at += 12 + length
@@ -617,30 +664,73 @@ def install_mathjax(out: Path) -> Path:
     return target
 
 
+MARK = "written by llm_roofline.course.slides"
+"""The decks' signature (a ``<meta name="generator">`` in each deck's head): a deck that
+carries it is replaced on the next build; any other file of its name is left alone unless
+``force``."""
+
+
+def _marked(html: str) -> str:
+    meta = f'<meta name="generator" content="{MARK}">'
+    at = html.find("<head>")
+    return (html[:at + 6] + "\n" + meta + html[at + 6:]) if at >= 0 else f"<!-- {MARK} -->\n{html}"
+
+
+def _read_notebook(path: Path):
+    try:
+        return _notebook("notebook", read_json("notebook", path))
+    except ValueError as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"{str(path)!r} is not a valid notebook: {reason}") from None
+
+
 def build(notebooks: Path, out: Path, only: list[str] | None = None, execute: bool = True,
-          jobs: int | None = None) -> list[Path]:
+          jobs: int | None = None, *, force: bool = False) -> list[Path]:
     """Write ``out/<chapter>.slides.html`` for every notebook in ``notebooks`` (or those in ``only``).
 
-    The chapters run in ``jobs`` kernels at once (default: one per CPU, at most four).
+    The chapters run in ``jobs`` kernels at once (default: one per CPU, at most four). Every
+    argument is checked, and every notebook read, before anything is installed or written:
+    ``out`` may not be ``notebooks``, inside it or hold it; a deck replaces only a deck it wrote
+    (:data:`MARK`) unless ``force``; each is written to a temporary file renamed into place.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    out.mkdir(parents=True, exist_ok=True)
+    execute, force = boolean("execute", execute), boolean("force", force)
+    if jobs is not None:
+        jobs = integer("jobs", jobs, maximum=64)
+    notebooks = source_folder("notebooks", notebooks)
+    out = destination("out", out, sources=[notebooks])
+    found = sorted(p for p in notebooks.glob("*.ipynb") if p.is_file())
+    if only is not None:
+        only = names("only", only)
+        known = {p.stem for p in found} | {p.name for p in found}
+        for name in only:
+            if name not in known:
+                raise unknown("chapter in only", name, sorted(p.stem for p in found),
+                              difflib.get_close_matches(name, sorted(known), n=2))
+    paths = [path for path in found if not only or path.stem in only or path.name in only]
+    if not paths:
+        raise ValueError(f"no notebooks (*.ipynb) in {str(notebooks)!r}: no deck to build")
+    read = {path: _read_notebook(path) for path in paths}  # every one checked before any work
+    for path in paths:
+        replaceable("deck", out / f"{path.stem}.slides.html", marker=MARK, force=force)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot make out {str(out)!r}: {err.strerror or type(err).__name__}") from None
     install_reveal(out)
     install_mathjax(out)
-    paths = [path for path in sorted(notebooks.glob("*.ipynb"))
-             if not only or path.stem in only or path.name in only]
 
     def prepare(path):
-        nb = nbformat.read(path, as_version=4)
+        nb = read[path]
         return path, nb, deck_notebook(nb, cwd=path.parent, execute=execute)
 
     written = []
     with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
         for path, nb, deck in pool.map(prepare, paths):
             html = export_deck(deck, path.stem, reveal_prefix="node_modules/reveal.js")
-            target = out / f"{path.stem}.slides.html"
-            target.write_text(html, encoding="utf-8")
+            target = write_output("deck", out / f"{path.stem}.slides.html", _marked(html),
+                                  marker=MARK, force=True)
             mode = "tags" if is_tagged(nb) else "automatic"
             print(f"{target}: {expected_slides(nb)} slides ({mode})")
             for n, record in enumerate(_figure_records(deck), 1):
@@ -651,21 +741,36 @@ def build(notebooks: Path, out: Path, only: list[str] | None = None, execute: bo
     return written
 
 
+class _Parser(OneLineParser):
+    label = "llm_roofline.course.slides"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m llm_roofline.course.slides NOTEBOOKS OUT [--only CHAPTER ...]``."""
-    parser = argparse.ArgumentParser(prog="python -m llm_roofline.course.slides", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("notebooks", type=Path, help="the folder of chapter notebooks")
-    parser.add_argument("out", type=Path, help="where the decks go (e.g. _build/slides)")
+    """``python -m llm_roofline.course.slides NOTEBOOKS OUT [--only CHAPTER ...] [--force]``."""
+    parser = _Parser(prog="python -m llm_roofline.course.slides", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", help="the folder of chapter notebooks")
+    parser.add_argument("out", help="where the decks go (e.g. _build/slides)")
     parser.add_argument("--only", nargs="*", help="chapter names (e.g. 04_why_decode_is_bound)")
     parser.add_argument("--no-execute", action="store_true",
                         help="use the outputs stored in the notebook instead of executing it")
     parser.add_argument("--jobs", type=int, default=None,
                         help="chapters executed at once (default: one per CPU, at most four)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace files in OUT of a deck's name that this command did not write")
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
-    build(args.notebooks, args.out, args.only, execute=not args.no_execute, jobs=args.jobs)
+    try:
+        build(args.notebooks, args.out, args.only, execute=not args.no_execute, jobs=args.jobs,
+              force=args.force)
+    except ValueError as err:
+        message = re.sub(r"^(unknown chapter in )?only\b", lambda m: (m.group(1) or "") + "--only",
+                         str(err))
+        parser.error(re.sub(r"^jobs\b", "--jobs", message))
+    except (RuntimeError, subprocess.CalledProcessError) as err:
+        lines = [line for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
+        parser.exit(1, f"{parser.label}: error: {lines[0]} {lines[-1] if len(lines) > 1 else ''}\n")
     return 0
 
 

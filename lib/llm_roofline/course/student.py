@@ -6,19 +6,31 @@ so students start from a clean notebook.
 
     python -m llm_roofline.course.student notebooks/ _build/student/
 
-The writer never loses a file: it refuses a destination that is its source folder (or inside
-it, or holds it), leaves a same-named file in the destination alone unless ``--force`` is
-given, and reads and checks every notebook before it writes any, so an invalid notebook is
-named and nothing is half-written.
+The writer never loses a file (the gate of :func:`llm_roofline.validate.destination` and
+:func:`~llm_roofline.validate.write_output`, shared by every writer of the library): it refuses
+a destination that is its source folder (or inside it, or holds it) or is not a folder name
+(``""`` is not the current folder), replaces a same-named file only if it is a student edition
+it wrote itself (marked in the notebook's metadata) or with ``--force``, writes each file to a
+temporary file renamed into place, and reads and checks every notebook before it writes any,
+so an invalid notebook is named and nothing is half-written.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from ..validate import OneLineParser, _shown, boolean, read_json, shorten, write_atomically
+from ..validate import (
+    OneLineParser,
+    _shown,
+    boolean,
+    destination,
+    read_json,
+    replaceable,
+    shorten,
+    source_folder,
+    write_output,
+)
 
 __all__ = ["SOLUTION_TAG", "main", "strip_solutions", "write_student_edition"]
 
@@ -64,69 +76,68 @@ def _p(path) -> str:
     return text if len(text) <= 100 and text.isprintable() else _shown(text)
 
 
-def _overlaps(a: Path, b: Path) -> bool:
-    """Whether one folder is the other, or inside it."""
-    return a == b or a in b.parents or b in a.parents
+MARK = "llm_roofline.course.student"
+"""The student edition's signature, in each notebook's metadata (``"written_by"``): a notebook
+that carries it is the writer's own and is replaced on the next run; any other file of the same
+name is left alone unless ``force``."""
+
+_MARKER = f'"written_by": "{MARK}"'
 
 
 def write_student_edition(src: Path, dest: Path, *, force: bool = False) -> list[Path]:
     """Write the student edition of every notebook in ``src`` into ``dest``; return the paths written.
 
-    ``dest`` may not be ``src``, inside it, or hold it. A notebook already in ``dest`` is
-    replaced only with ``force=True``. Every notebook is read and checked before any is
-    written, and each is written to a temporary file first and then renamed, so a failure
-    leaves no partial file behind.
+    ``dest`` may not be ``src``, inside it, or hold it. A file already in ``dest`` is replaced
+    only if it is the writer's own (a student edition, marked in its metadata) or with
+    ``force=True``. Every notebook is read and checked before any is written, and each is
+    written to a temporary file first and then renamed, so a failure leaves no partial file.
     """
     force = boolean("force", force)
-    for name, value in (("src", src), ("dest", dest)):
-        if not isinstance(value, str | os.PathLike) or not str(os.fspath(value)).strip():
-            raise ValueError(f"{name} must be a folder name, got {shorten(value)}")
-    src, dest = Path(src), Path(dest)
+    src = source_folder("source folder", src)
     try:
-        if not src.is_dir():
-            raise ValueError(f"source folder {_p(src)} does not exist or is not a folder")
         notebooks = sorted(p for p in src.glob("*.ipynb") if p.is_file())
-        dest_resolved = dest.resolve()
     except OSError as err:
         raise ValueError(f"cannot read {_p(src)}: {err.strerror or err}") from None
     if not notebooks:
         raise ValueError(f"no notebooks (*.ipynb) in {_p(src)}")
-    if _overlaps(src.resolve(), dest_resolved):
-        raise ValueError(
-            f"destination {_p(dest)} is the source folder {_p(src)} or overlaps it: the student edition "
-            "would overwrite the notebooks with their solutions; choose another folder"
-        )
-    for folder in (dest, *dest.parents):  # a file where a folder must be (DST under a file)
-        if folder.exists() or folder.is_symlink():
-            if not folder.is_dir():
-                raise ValueError(f"destination {_p(dest)}: {_p(folder)} exists and is not a folder")
-            break
+    try:
+        dest = destination("destination", dest, sources=[src])
+    except ValueError as err:
+        if "overlaps" in str(err):
+            raise ValueError(
+                f"destination {_p(dest)} is the source folder {_p(src)} or overlaps it: the "
+                "student edition would overwrite the notebooks with their solutions; choose "
+                "another folder") from None
+        raise
     editions = {path.name: _read(path) for path in notebooks}  # all checked before any is written
     texts = {}
     for name, nb in editions.items():
+        nb["metadata"] = {**(nb.get("metadata") or {}), "written_by": MARK}
         try:
             texts[name] = json.dumps(nb, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
         except (ValueError, TypeError, RecursionError) as err:
             raise ValueError(f"{_p(src / name)} is not a valid notebook: {err}") from None
-    existing = [dest / name for name in editions if (dest / name).exists()
-                or (dest / name).is_symlink()]
-    blocked = [p for p in existing if not p.is_file()]
-    if blocked:
-        raise ValueError(f"{_p(blocked[0])} exists and is not a file: the student edition cannot "
-                         "replace it")
-    if existing and not force:
-        names = ", ".join(_p(p.name) for p in existing)
-        raise ValueError(f"{_p(dest)} already holds {names}: use --force to overwrite")
+    refused = []
+    for name in texts:
+        try:
+            replaceable("the student edition's file", dest / name, marker=_MARKER, force=force)
+        except ValueError as err:
+            if "cannot be replaced" in str(err):
+                raise
+            refused.append(dest / name)
+    if refused:
+        names = ", ".join(_p(p.name) for p in refused)
+        raise ValueError(f"{_p(dest)} already holds {names}, not written by the student edition: "
+                         "use --force to overwrite")
     written = []
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        for name, text in texts.items():
-            out = dest / name
-            write_atomically(out, text, prefix=name)
-            written.append(out)
     except OSError as err:
         raise ValueError(f"cannot write the student edition into {_p(dest)}: "
                          f"{err.strerror or type(err).__name__}") from None
+    for name, text in texts.items():
+        written.append(write_output("the student edition's file", dest / name, text,
+                                    marker=_MARKER, force=True))
     return written
 
 
@@ -139,8 +150,8 @@ class _Parser(OneLineParser):
 def main(argv: list[str] | None = None) -> None:
     parser = _Parser(prog="python -m llm_roofline.course.student",
                      description=__doc__.splitlines()[0])
-    parser.add_argument("src", type=Path, help="folder of chapter notebooks, e.g. notebooks/")
-    parser.add_argument("dest", type=Path,
+    parser.add_argument("src", help="folder of chapter notebooks, e.g. notebooks/")
+    parser.add_argument("dest",
                         help="folder to write the student edition into (not the source folder)")
     parser.add_argument("--force", action="store_true",
                         help="overwrite notebooks of the same name already in DEST (default: refuse)")

@@ -196,7 +196,10 @@ def _model_data(name: str, counts: list[int]) -> dict:
             "gatherBytesPerToken": float(s.allreduce_bytes(0.0, 1.0)),
         }
     over = cfg.max_context + 1
-    return {
+    extra = {}
+    if cfg.is_mla:  # an fp8 latent cache stores scales and a BF16 rope part (FlashMLA)
+        extra["kvSizes"] = {d: deployment.kv_bytes_per_element(cfg, d) for d in list_dtypes()}
+    return extra | {
         "name": name, "maxContext": cfg.max_context, "nLayers": cfg.n_layers,
         "hidden": cfg.hidden_size, "vocab": cfg.vocab_size, "ops": ops,
         "kernels": kernels, "math": [named.math_dtype(k) for k in kernels],

@@ -37,6 +37,23 @@ __all__ = ["KVCache", "TinyLlama", "weight_shapes"]
 
 STORAGE_DTYPES = (np.float16, np.float32, np.float64)
 
+MAX_NEW_TOKENS = 1 << 16
+"""The most tokens one ``generate`` call makes (65,536): a NumPy decode step takes at least
+tens of microseconds, so more would run for minutes whatever the model's context allows."""
+
+
+def _fits(what: str, nbytes: float) -> None:
+    """Refuse ``nbytes`` beyond half of what the system and this process's own memory limit
+    (``RLIMIT_AS``, the cgroup's ``memory.max``) leave for a new allocation."""
+    from ..measure import memory_free_bytes
+
+    validate.allocation(what, nbytes)
+    free = memory_free_bytes()
+    if free is not None and nbytes > free // 2:
+        raise ValueError(
+            f"{what} would take {nbytes / 2**20:,.0f} MiB, more than half of the "
+            f"{free / 2**20:,.0f} MiB this process may still allocate; choose smaller sizes")
+
 
 # --- the math, one function per formula ----------------------------------------------------
 def rms_norm(x, w, eps):  # x [T, d], w [d] -> [T, d]
@@ -168,8 +185,8 @@ class KVCache:
         max_len = validate.integer("max_len", max_len, maximum=cfg.max_context)
         shape = (cfg.n_layers, batch, cfg.n_kv_heads, max_len, cfg.head_dim)
         dtype = _float_dtype("KVCache dtype", dtype)
-        validate.allocation(f"a KV cache of batch {batch:,} and max_len {max_len:,}",
-                            2 * math.prod(shape) * dtype.itemsize)
+        _fits(f"a KV cache of batch {batch:,} and max_len {max_len:,}",
+              2 * math.prod(shape) * dtype.itemsize)
         return cls(np.zeros(shape, dtype), np.zeros(shape, dtype))
 
     @property
@@ -290,7 +307,7 @@ class TinyLlama:
         the same, the tally counts the wasted head).
         """
         top = self.cfg.max_context
-        n_new = validate.integer("n_new", n_new, maximum=top)
+        n_new = validate.integer("n_new", n_new, maximum=min(top, MAX_NEW_TOKENS))
         temperature = validate.real("temperature", temperature, minimum=0)
         if seed is not None:
             seed = validate.integer("seed", seed, minimum=0, maximum=2**64 - 1)
@@ -384,14 +401,25 @@ class TinyLlama:
         return o.reshape(B, G, g, n, dh)
 
     def _scores_softmax_values(self, q, K, V, scale, mask):  # q [B, G, r, dh], K, V [B, G, S, dh]
-        s = q @ K.swapaxes(-1, -2)  # [B, G, r, S]: one BLAS product per (sequence, KV head)
+        s = self._attn_scores(q, K)  # [B, G, r, S]
+        p = self._softmax(s, scale, mask)  # [B, G, r, S], in the scores' buffer
+        return self._attn_values(p, V)  # [B, G, r, dh]
+
+    def _attn_scores(self, q, K):  # q [B, G, r, dh], K [B, G, S, dh] -> [B, G, r, S]
+        s = q @ K.swapaxes(-1, -2)  # one BLAS product per (sequence, KV head)
         self._record("attn_scores", 2 * q.shape[-1] * s.size, (q,), (s,))  # K: in kv_read
+        return s
+
+    def _softmax(self, s, scale, mask):  # s [B, G, r, S], scaled, masked, in place
         s *= scale
         if mask is not None:  # rows are (head, query) pairs: view s as [B, G, g, n, S]
             s.reshape(*s.shape[:2], -1, *mask.shape)[...] += mask
-        p = softmax(s)  # [B, G, r, S], in the scores' buffer
+        p = softmax(s)
         self._record("softmax", 6 * p.size, (p,), (p,))
-        o = p @ V  # [B, G, r, dh]
+        return p
+
+    def _attn_values(self, p, V):  # p [B, G, r, S], V [B, G, S, dh] -> [B, G, r, dh]
+        o = p @ V
         self._record("attn_values", 2 * o.shape[-1] * p.size, (p,), (o,))
         return o
 
@@ -468,7 +496,7 @@ class TinyLlama:
         span = cache.length + n
         working = B * n * (cfg.vocab_size + 3 * cfg.intermediate_size + 4 * cfg.hidden_size
                            + cfg.n_heads * (span if not self.skip_masked else 1))
-        validate.allocation(f"a pass of {B:,} x {n:,} tokens", working * self.act.itemsize)
+        _fits(f"a pass of {B:,} x {n:,} tokens", working * self.act.itemsize)
         if tally is None:
             return self._forward(tokens, cache, last)
         if not isinstance(tally, Tally):

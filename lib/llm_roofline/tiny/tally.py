@@ -75,6 +75,8 @@ class Tally:
 
     def seconds(self, phase: str | None = None) -> float:
         """Wall time of the passes of one phase, or of all passes, in seconds."""
+        if phase is not None and phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES} or None, got {shorten(phase)}")
         return sum(p["seconds"] for p in self.passes if phase in (None, p["phase"]))
 
     def rows(self) -> list[dict]:
