@@ -102,3 +102,22 @@ def test_the_verify_pass_computes_every_positions_logits(monkeypatch):
     monkeypatch.setattr(S, "_step_s", spy)
     S.speculative("llama-3-8b", H100, 256, 1024, 3, 0.7, draft=None)
     assert calls[0] == (256, 4, 256 * 4)
+
+
+def test_a_mixed_step_has_a_floor_below_its_kernel_by_kernel_time():
+    """The floor overlaps math and memory: at 512-token chunks beside 64 decoding users the
+    step is memory-bound as a whole (its floor about the bytes' time), although some of its
+    kernels are compute-bound one by one (so the kernel-by-kernel time is longer)."""
+    from llm_roofline import get_model, serving
+
+    cfg = get_model("llama-3-8b")
+    step = serving.mixed_step(cfg, "H100", 64, 2048, 512)
+    # by hand: the weights once, 2 x 8.03e9 bytes, plus 64 caches of 2,048 tokens x 131,072
+    # bytes, over 3.35e12 B/s: 4.79 + 5.13 = 9.9 ms... less the embedding table the lookup
+    # does not read (128,256 x 4,096 x 2 bytes = 1.05 GB, 0.31 ms): about 9.6 ms
+    by_hand = (2 * 8.03e9 - 2 * 128256 * 4096 + 64 * 2048 * 131072) / 3.35e12
+    assert step.floor_s < step.time_s
+    assert step.floor_s == pytest.approx(by_hand, rel=0.03)
+    chunked = serving.chunked_prefill(cfg, "H100", 64, 2048, 4096, 512)
+    assert chunked.tpot_during_floor_s < chunked.tpot_during_s
+    assert chunked.ttft_floor_s < chunked.ttft_s

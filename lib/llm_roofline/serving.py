@@ -130,6 +130,7 @@ class MixedStep:
     decode_only_s: float  # the same decode step without the chunk
     chunk_only_s: float  # the chunk alone, as its own prefill pass
     ops: tuple[dict, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    floor_s: float = 0.0  # the step's floor: its busiest resource's time (math, memory, links)
 
     def breakdown(self) -> list[dict]:
         """Per kernel of the mixed step: ``op``, ``flops``, ``bytes``, ``time_s``, ``bound``."""
@@ -157,10 +158,15 @@ def mixed_step(model: ModelConfig | str, accelerator, batch: int, context: int, 
                   "bound": ("element-wise" if s.math_dtype(k) is None else
                             "compute" if s.compute_bound(k, f, m) else "memory")}
                  for k, (f, m) in both.items() if f > 0 or m > 0)
-    time = sum(r["time_s"] for r in rows) + float(s.allreduce_s(b + c, b + 1))
+    collectives = float(s.allreduce_s(b + c, b + 1))
+    time = sum(r["time_s"] for r in rows) + collectives
+    # the floor: the busiest resource, math and memory overlapped (calculator's module docs)
+    floor = max(float(s.math_s(both)), sum(m for _, m in both.values()) / s.bandwidth,
+                collectives)
     decode_only = _step_s(s, b, 1, ctx - 1) if b else 0.0
     chunk_only = _step_s(s, 1, c, past, absorbed=False, logits_tokens=1)
-    return MixedStep(time_s=time, decode_only_s=decode_only, chunk_only_s=chunk_only, ops=rows)
+    return MixedStep(time_s=time, decode_only_s=decode_only, chunk_only_s=chunk_only, ops=rows,
+                     floor_s=floor)
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,8 @@ class ChunkedPrefill:
     ttft_s: float  # the new request's: the sum of its mixed steps
     tpot_during_s: float  # the running users' mean TPOT while the chunks run
     tpot_without_s: float  # their TPOT with no prefill going on
+    tpot_during_floor_s: float = 0.0  # the floor of those steps, mean over the chunks
+    ttft_floor_s: float = 0.0  # the newcomer's TTFT at the floor: the sum of the steps' floors
 
 
 def chunked_prefill(model: ModelConfig | str, accelerator, batch: int, context: int,
@@ -189,11 +197,14 @@ def chunked_prefill(model: ModelConfig | str, accelerator, batch: int, context: 
     p = validate.integer("prompt_len", prompt_len, maximum=s.model.max_context)
     c = validate.integer("chunk", chunk, minimum=-(-p // MAX_CHUNKS), maximum=p)
     starts = range(0, p, c)
-    steps = [mixed_step(s.model, s.accelerator, b, ctx, min(c, p - i), chunk_past=i,
-                        **options).time_s for i in starts]
+    mixed = [mixed_step(s.model, s.accelerator, b, ctx, min(c, p - i), chunk_past=i, **options)
+             for i in starts]
+    steps = [m.time_s for m in mixed]
+    floors = [m.floor_s for m in mixed]
     without = _step_s(s, b, 1, ctx - 1)
     return ChunkedPrefill(chunks=len(steps), ttft_s=sum(steps),
-                          tpot_during_s=sum(steps) / len(steps), tpot_without_s=without)
+                          tpot_during_s=sum(steps) / len(steps), tpot_without_s=without,
+                          tpot_during_floor_s=sum(floors) / len(floors), ttft_floor_s=sum(floors))
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,12 @@ from .. import validate
 from ..counts import Cost, op_costs, total
 from ..formulas import LINEAR_OPS
 from ..hardware import get_accelerator
+from ..models import ModelConfig
 from .registry import register, register_hint
 
 __all__ = [
-    "KINDS", "attainable_vs_batch", "intensity_vs_tokens", "op_points", "ops_on_roofline",
-    "phases_on_roofline",
+    "KINDS", "TINY", "attainable_vs_batch", "critical_batch_table", "intensity_rows",
+    "intensity_vs_tokens", "op_points", "ops_on_roofline", "phases_on_roofline",
 ]
 
 KINDS = {"linear": "o", "attention": "^", "elementwise": "s"}
@@ -39,6 +40,43 @@ KINDS = {"linear": "o", "attention": "^", "elementwise": "s"}
 _ATTENTION = ("attn_scores", "attn_values")
 
 _PHASE_COLORS = ("C1", "C2", "C3", "C4", "C5")
+
+TINY = ModelConfig("tiny-256", vocab_size=512, hidden_size=256, intermediate_size=688,
+                   n_layers=2, n_heads=8, n_kv_heads=2, head_dim=32, max_context=512)
+"""The chapter's tiny transformer: a Llama-style decoder 256 wide, 2 layers, 8 query heads
+sharing 2 KV heads."""
+
+SCHEMES = {
+    "BF16": ("bf16", None, "bf16"),
+    "W8A8 (FP8 math)": ("fp8", None, "fp8"),
+    "W8A16 (FP8 weights)": ("fp8", None, "bf16"),
+    "W4A16 (INT4, g128)": ("int4", 128, "bf16"),
+}
+"""The weight formats of the critical-batch table: name -> (weight dtype, group, math dtype)."""
+
+
+def intensity_rows(counted: Mapping[str, Mapping[str, Cost]]) -> list[dict]:
+    """One row per operation that does arithmetic: its intensity in the prefill and in decode,
+    from a ``{"prefill": costs, "decode": costs}`` tally (:func:`op_points`)."""
+    points = {phase: op_points(costs) for phase, costs in counted.items()}
+    return [{"operation": op, "prefill": i, "decode": points["decode"][op][1]}
+            for op, (_, i) in points["prefill"].items()]
+
+
+def critical_batch_table(accelerator="H100 SXM") -> list[dict]:
+    """For each weight format of :data:`SCHEMES`: its bytes per weight, the ridge of its math,
+    the critical batch ``B* = b_w I_ridge / 2`` (a real number) and the whole batch above it."""
+    from ..dtypes import bytes_per_element
+
+    chip = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
+    rows = []
+    for name, (weights, group, math_dtype) in SCHEMES.items():
+        b_w = float(bytes_per_element(weights, group, "fp16") if group else
+                    bytes_per_element(weights))
+        ridge = chip.ridge(math_dtype)
+        rows.append({"scheme": name, "bytes/weight": b_w, "ridge": ridge,
+                     "B_*": b_w * ridge / 2, "whole batch": math.ceil(b_w * ridge / 2)})
+    return rows
 
 
 def op_points(costs: Mapping[str, Cost]) -> dict[str, tuple[str, float]]:

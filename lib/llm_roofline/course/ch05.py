@@ -12,7 +12,8 @@ from ..hardware import get_accelerator
 from ..validate import axes, integer, integers, real, sequence
 from .registry import register, register_hint
 
-__all__ = ["PARTS", "crossover_lines", "kv_step_bars"]
+__all__ = ["PARTS", "crossover_rows", "crossover_lines", "decode_tally", "kv_step_bars",
+           "remedy_rows", "tiny"]
 
 PARTS = {"weights": "tab:blue", "KV cache": "tab:orange", "activations": "tab:green",
          "reserve": "0.75"}
@@ -103,6 +104,59 @@ def crossover_lines(ax, models, batches, *, mark: int = 32768) -> dict:
            ylabel="context where KV reads = weight reads (tokens)")
     ax.set_xticks(b, [str(int(v)) for v in b])
     return out
+
+
+def tiny(n_kv_heads: int):
+    """The chapter's tiny transformer with ``n_kv_heads`` KV heads serving its 8 query heads."""
+    from ..models import ModelConfig
+
+    n_kv_heads = integer("n_kv_heads", n_kv_heads, minimum=1, maximum=8)
+    return ModelConfig(f"tiny-{n_kv_heads}kv", vocab_size=512, hidden_size=256,
+                       intermediate_size=512, n_layers=2, n_heads=8, n_kv_heads=n_kv_heads,
+                       head_dim=32, max_context=256)
+
+
+def decode_tally(cfg, batch: int = 4, prompt: int = 48, seed: int = 0) -> dict:
+    """Run ``batch`` random prompts of ``prompt`` tokens through the tiny NumPy Llama in
+    float16, then one decode step; return that step's tally, ``{op: Cost}``."""
+    import numpy as np
+
+    from ..tiny import Tally, TinyLlama
+
+    model = TinyLlama.random(cfg, seed=seed, dtype=np.float16)
+    tokens = np.random.default_rng(seed).integers(0, cfg.vocab_size, size=(batch, prompt))
+    logits, cache = model.prefill(tokens, max_len=prompt + 16)
+    tally = Tally()
+    model.decode(logits[:, -1].argmax(-1), cache, tally=tally)
+    return tally.costs("decode")
+
+
+def crossover_rows(models) -> list[dict]:
+    """Per model: its KV cache per token in BF16 (kB) and the ``B x L`` at which a decode
+    step's cache reads equal its weight reads (thousands of tokens), from :mod:`..kv`."""
+    from .. import kv
+    from ..models import resolve
+
+    rows = []
+    for name in models:
+        cfg = resolve(name, "model")
+        rows.append({"model": cfg.name,
+                     "kB per token": cfg.kv_cache_bytes_per_token("bf16") / 1e3,
+                     "B·L at crossover (k)": kv.crossover_context(cfg, 1) / 1e3})
+    return rows
+
+
+def remedy_rows(variants: dict, batch: int = 32, context: int = 8192) -> list[dict]:
+    """Per layout, ``{label: (config, kv_dtype)}``: a decode step's weight and cache bytes
+    (GB) and the cache's share of them, from :func:`..kv.step_traffic`."""
+    from .. import kv
+
+    rows = []
+    for label, (cfg, kv_dtype) in variants.items():
+        t = kv.step_traffic(cfg, batch, context, kv_dtype=kv_dtype)
+        rows.append({"layout": label, "weights (GB)": t["weights"] / 1e9,
+                     "KV (GB)": t["kv"] / 1e9, "KV share": t["kv"] / (t["kv"] + t["weights"])})
+    return rows
 
 
 # --- the KV-cache chapter -------------------------------------------------------------------

@@ -22,12 +22,13 @@ import numpy as np
 
 from .. import validate
 from ..calculator import estimate
+from ..hardware import get_accelerator
 from ..serving import ChunkedPrefill
 from ..vram import max_batch
 from .registry import register, register_hint
 
 __all__ = ["SFU_EXP_PER_S", "chunk_tradeoff", "client_timeline", "latency_throughput",
-           "memory_keys"]
+           "memory_keys", "request_timeline", "sla_rows", "ttft_rows"]
 
 _MEMORY_OPTIONS = ("weight_dtype", "kv_dtype", "n_gpus", "act_dtype", "weight_group_size",
                    "reserve_fraction", "prefill_chunk")
@@ -149,16 +150,79 @@ def chunk_tradeoff(ax, chunks: Sequence[int], results: Sequence, *, color=None) 
                          f"({len(chunks)}), got {validate.shorten(results)}")
     ttft = np.array([r.ttft_s for r in results]) * 1e3
     tpot = np.array([r.tpot_during_s for r in results]) * 1e3
-    ax.plot(ttft, tpot, marker="o", color=color)
+    ax.plot(ttft, tpot, marker="o", color=color, label="kernel by kernel")
+    floor_ttft = np.array([r.ttft_floor_s for r in results]) * 1e3
+    floor_tpot = np.array([r.tpot_during_floor_s for r in results]) * 1e3
+    ax.plot(floor_ttft, floor_tpot, marker="o", mfc="white", ls=":", color=color or "C0",
+            label="floor")
     for c, x, y in zip(chunks, ttft, tpot, strict=True):
         ax.annotate(f"{c:,}", (x, y), textcoords="offset points", xytext=(5, 5), fontsize=9)
+    ax.legend(fontsize=9, loc="upper right")
     without = results[0].tpot_without_s * 1e3
     ax.axhline(without, color="grey", ls="--")
     ax.text(ttft.min(), without * 0.9, "no prefill running", color="grey", fontsize=9,
             ha="left", va="top")
     ax.set_ylim(bottom=0)
     ax.set(xlabel="new request's TTFT (ms)", ylabel="running users' TPOT meanwhile (ms)")
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "tpot_without_ms": without}
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "tpot_without_ms": without,
+            "floor_ttft_ms": floor_ttft, "floor_tpot_ms": floor_tpot}
+
+
+def ttft_rows(model, accelerator, prompts, n_gpus: int = 8) -> list[dict]:
+    """Per prompt length: the article's ``2NL`` over the GPUs' peaks (ms), the kernel-by-kernel
+    TTFT (ms), the all-reduces' share of that time, attention's share of the FLOPs, and ``2NL``
+    over the counted FLOPs. From :func:`llm_roofline.estimate`'s prefill breakdown."""
+    from ..models import resolve
+
+    cfg = resolve(model, "model")
+    chip = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
+    rows = []
+    for p in prompts:
+        e = estimate(cfg, chip, 1, p, 1, n_gpus=n_gpus)
+        ops = {r["op"]: r for r in e.breakdown("prefill")}
+        counted = n_gpus * sum(r["flops"] for r in ops.values())  # all the GPUs
+        article = 2 * cfg.n_params * p
+        rows.append({"prompt": f"{p:,}",
+                     "2NL / peaks (ms)": 1e3 * article / (n_gpus * chip.peak("bf16")),
+                     "TTFT (ms)": 1e3 * e.ttft_s,
+                     "all-reduce (time)": ops["allreduce"]["share"],
+                     "attention (FLOPs)": n_gpus * ops["attention"]["flops"] / counted,
+                     "2NL / counted": article / counted})
+    return rows
+
+
+def sla_rows(servers, prompt_len: int, output_len: int, **targets) -> list[dict]:
+    """The best batch of each ``(model, chip, options)`` server for each arrival pattern, from
+    :func:`llm_roofline.sla.best_batch`: four narrow columns (server, arrival, batch,
+    tokens/s) and the bound, ``limited_by``, kept out of the table for the prose."""
+    from ..sla import best_batch
+
+    rows = []
+    for name, chip, opts in servers:
+        for arrival in ("burst", "joining"):
+            c = best_batch(name, chip, prompt_len, output_len, arrival=arrival, **targets,
+                           **opts)
+            rows.append({"server": f"{name}, {opts.get('n_gpus', 1)}×{chip}",
+                         "arrival": arrival, "batch": c.batch,
+                         "tokens/s": c.throughput_tok_s, "limited_by": c.limited_by,
+                         "model": name})
+    return rows
+
+
+def request_timeline(ax, model="llama-3-8b", accelerator="H100", batch: int = 32,
+                     context: int = 2048, prompt: int = 2048, arrive_ms: float = 10.0) -> dict:
+    """One request joining ``batch`` decoding users: the library's step times drawn by
+    :func:`client_timeline` (the step in flight, the mixed step with its prompt, then the
+    steps of ``batch + 1`` users)."""
+    from .. import serving
+    from ..calculator import decode_step
+
+    step = decode_step(model, accelerator, batch, context).time_s
+    first = serving.mixed_step(model, accelerator, batch, context, prompt).time_s
+    tpot = decode_step(model, accelerator, batch + 1, context).time_s
+    arrive = min(arrive_ms / 1e3, 2.99 * step)
+    return client_timeline(ax, arrive_s=arrive, step_s=step, prefill_s=first, tpot_s=tpot,
+                           n_tokens=6, steps_before=3)
 
 
 SFU_EXP_PER_S = 3.9e12

@@ -24,8 +24,9 @@ from __future__ import annotations
 from ..validate import choice, integer, real
 from .plots import PHASE_COLORS, WIDTH
 
-__all__ = ["FONT", "INK", "KINDS", "SMALL", "arrow", "box", "canvas", "gemm_vs_gemv",
-           "memory_hierarchy", "note", "transformer_layer"]
+__all__ = ["FONT", "INK", "KINDS", "SMALL", "arrow", "box", "canvas", "continuous_batching",
+           "gemm_vs_gemv", "kv_cache_growth", "memory_hierarchy", "note", "shared_weight_read",
+           "transformer_layer"]
 
 FONT = 11
 """Labels in boxes, points."""
@@ -233,4 +234,133 @@ def gemm_vs_gemv(rows: int = 4096, cols: int = 4096, batch: int = 8, dtype: str 
 
     product(0.05, batch, f"GEMM: a batch of {batch} tokens")
     product(4.2, 1, "GEMV: one token")
+    return fig
+
+
+# Chapters 4-6
+
+
+def _model(model):
+    from ..models import resolve
+
+    return resolve(model, "model")
+
+
+def shared_weight_read(model="llama-3-70b", batch: int = 4, dtype: str = "bf16"):
+    """One decode step of ``batch`` sequences: the weights come out of HBM once and serve every
+    sequence's token, while each sequence reads its own KV cache.
+
+    The bottom line is the linear layers' intensity by hand: ``2 N B`` FLOPs over ``b_w N``
+    bytes, with the model's parameter count ``N`` and the weights' bytes from the library.
+    """
+    from ..dtypes import bytes_per_element
+
+    cfg = _model(model)
+    batch = integer("batch", batch, minimum=2, maximum=6)
+    b = float(bytes_per_element(dtype))
+    weights_gb = cfg.n_params * b / 1e9
+    fig, ax = canvas(WIDTH, 3.9)
+    box(ax, 0.05, 1.55, 1.9, 1.3, f"HBM: weights\n{cfg.n_params / 1e9:,.0f} B parameters\n"
+        f"{weights_gb:,.0f} GB in {dtype.upper()}", kind="memory")
+    arrow(ax, (1.95, 2.2), (2.85, 2.2), "read once\nper step", kind="memory", width=4.0,
+          offset=0.1)
+    box(ax, 2.85, 1.55, 1.55, 1.3, "tensor cores\nW × every\ntoken", kind="compute",
+        weight="bold")
+    note(ax, 3.62, 3.15, f"{cfg.name}, one decode step", fontsize=FONT, ha="center")
+    # one row per sequence: its token, its own KV cache
+    top, gap = 3.2, 2.6 / batch
+    h = min(0.5, gap - 0.08)
+    for i in range(batch):
+        y = top - (i + 1) * gap
+        arrow(ax, (4.4, 2.2), (4.95, y + h / 2), width=1.0)
+        box(ax, 4.95, y, 1.0, h, f"token {i + 1}", kind="data", fontsize=SMALL)
+        box(ax, 6.0, y, 1.15, h, "own KV", kind="memory", fontsize=SMALL, linewidth=0.8)
+    note(ax, 5.45, top + 0.05, "B sequences", ha="center", style="italic")
+    note(ax, 6.57, top + 0.05, "not shared", ha="center", style="italic")
+    note(ax, 0.05, 0.85, f"FLOPs of the linear layers: 2 × N × B = 2 × {cfg.n_params / 1e9:,.0f} B "
+         f"× {batch} = {2 * cfg.n_params * batch / 1e9:,.0f} GFLOP")
+    note(ax, 0.05, 0.5, f"Bytes of weights: {b:g} × N = {weights_gb:,.0f} GB, whatever B is")
+    note(ax, 0.05, 0.15, f"Intensity: 2NB / ({b:g}N) = {2 * batch / b:g} FLOP per byte"
+         + (" = B" if b == 2 else ""))
+    return fig
+
+
+def kv_cache_growth(model="llama-3-8b", prompt: int = 3, steps: int = 4,
+                    kv_dtype: str = "bf16"):
+    """The KV cache of one sequence, a row per step: the prefill writes the prompt's keys and
+    values, then each decode step reads every cached token and writes one more.
+
+    Each row ends with that step's cache read in bytes, from the model's bytes per token.
+    """
+    cfg = _model(model)
+    prompt = integer("prompt", prompt, minimum=1, maximum=4)
+    steps = integer("steps", steps, minimum=2, maximum=5)
+    per_token = cfg.kv_cache_bytes_per_token(kv_dtype)
+    fig, ax = canvas(WIDTH, 0.95 + 0.55 * (steps + 1))
+    cell, h = 0.42, 0.4
+    x0 = 1.35
+    y = 0.55 * steps + 0.45
+    note(ax, 0.05, y + 0.5, f"{cfg.name}: {per_token / 1e3:,.0f} kB of keys and values per "
+         f"token ({kv_dtype.upper()}, all {cfg.n_layers} layers)", fontsize=FONT)
+    for row in range(steps + 1):
+        cached = 0 if row == 0 else prompt + row - 1
+        new = prompt if row == 0 else 1
+        note(ax, 0.05, y + h / 2, "prefill" if row == 0 else f"step {row}")
+        for j in range(cached):
+            box(ax, x0 + j * cell, y, cell, h, kind="memory", linewidth=0.8)
+        for j in range(cached, cached + new):
+            box(ax, x0 + j * cell, y, cell, h, kind="compute", linewidth=0.8)
+        end = x0 + (prompt + steps) * cell + 0.15
+        read = f"reads {cached} × {per_token / 1e3:,.0f} kB = {cached * per_token / 1e6:,.2f} MB" \
+            if cached else "reads nothing from the cache"
+        note(ax, end, y + h / 2, read + f", writes {new}")
+        y -= 0.55
+    box(ax, 0.05, 0.05, 0.3, 0.3, kind="memory", linewidth=0.8)
+    note(ax, 0.42, 0.2, "cached: read by the step")
+    box(ax, 2.75, 0.05, 0.3, 0.3, kind="compute", linewidth=0.8)
+    note(ax, 3.12, 0.2, "new: computed and written")
+    return fig
+
+
+def continuous_batching(model="llama-3-8b", accelerator="H100 SXM", batch: int = 32,
+                        context: int = 2048, prompt: int = 2048):
+    """A continuous-batching timeline: four of a server's sequences, a row each, through its
+    steps. One finishes and leaves; a newcomer joins at the next step boundary and its whole
+    prompt rides one longer step, which every running sequence waits for too.
+
+    The steps' widths are the library's times for ``batch`` sequences at ``context`` and for
+    the step that also carries the ``prompt``.
+    """
+    from .. import serving
+    from ..calculator import decode_step
+
+    cfg = _model(model)
+    chip = _accelerator(accelerator)
+    batch = integer("batch", batch, minimum=2)
+    step_s = decode_step(cfg, chip, batch, context).time_s
+    mixed_s = serving.mixed_step(cfg, chip, batch, context, prompt).time_s
+    fig, ax = canvas(WIDTH, 3.2)
+    x0, unit = 1.35, 0.5  # a decode step is half an inch wide
+    wide = min(unit * mixed_s / step_s, 2.4)
+    widths = [unit, unit, wide, unit, unit, unit]
+    edges = [x0]
+    for w in widths:
+        edges.append(edges[-1] + w)
+    rows = {"seq A": (0, 2), "seq B": (0, 6), "seq C": (0, 6), "newcomer": (2, 6)}
+    y = 2.35
+    for name, (first, last) in rows.items():
+        note(ax, 0.05, y + 0.2, name)
+        for k in range(first, last):
+            kind = "compute" if (k == 2 and name == "newcomer") else "memory"
+            label = "prefill: first token" if kind == "compute" else (
+                "late token" if k == 2 else "")
+            box(ax, edges[k], y, widths[k], 0.4, label, kind=kind, fontsize=SMALL, linewidth=0.8)
+        y -= 0.5
+    note(ax, edges[2] + 0.05, 2.95, "A leaves; the newcomer joins", fontsize=SMALL)
+    arrow(ax, (edges[-1] + 0.1, 2.55), (WIDTH - 0.1, 2.55), "time", width=1.0)
+    arrow(ax, (edges[2], 2.85), (edges[2], 0.85), width=0.8)
+    note(ax, 0.05, 0.5, f"{cfg.name} on one {chip.name}, {batch} sequences at {context:,} tokens: "
+         f"a decode step takes {step_s * 1e3:,.1f} ms;")
+    note(ax, 0.05, 0.17, f"the step that carries a {prompt:,}-token prompt takes "
+         f"{mixed_s * 1e3:,.1f} ms, and every sequence waits for it.")
     return fig
