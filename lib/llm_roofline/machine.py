@@ -389,22 +389,13 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
     Compare the sum with :func:`pass_times`.
     """
     from .measure import blas_info, blas_threads, default_clock, timing
-    from .tiny import Tally, TinyLlama
+    from .tiny import Tally
 
-    if not isinstance(model, TinyLlama):
-        raise ValueError(f"model must be a TinyLlama, got {validate.shorten(model)}")
+    batch, prompt_len, n_decode, runs, rng = _run_inputs(model, batch, prompt_len, n_decode,
+                                                         runs, seed)
     if model.skip_masked:
         raise ValueError("profile times the masked attention: build the model with "
                          "skip_masked=False")
-    seed = validate.integer("seed", seed, minimum=0, maximum=2**64 - 1)
-    batch = validate.integer("batch", batch, maximum=MAX_PROFILE_TOKENS)
-    prompt_len = validate.integer("prompt_len", prompt_len, maximum=model.cfg.max_context)
-    n_decode = validate.integer("n_decode", n_decode, maximum=model.cfg.max_context)
-    if batch * prompt_len > MAX_PROFILE_TOKENS:
-        raise ValueError(f"batch x prompt_len must be at most {MAX_PROFILE_TOKENS:,} tokens, got "
-                         f"{batch:,} x {prompt_len:,} = {batch * prompt_len:,}")
-    runs = validate.integer("runs", runs, maximum=100)
-    rng = np.random.default_rng(seed)
     prompt = rng.integers(0, model.cfg.vocab_size, (batch, prompt_len))
     tally = Tally()
     model.generate(prompt, n_decode + 1, tally=tally)  # the exact counts
@@ -432,17 +423,9 @@ def profile(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 5,
     return out
 
 
-def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 15,
-               seed: int = 0, min_seconds: float = 0.002, threads: int | None = None,
-               clock: str | None = None) -> dict:
-    """The same run as :func:`profile` timed whole, per phase: ``{"prefill": {...},
-    "decode": {...}}``, each with ``seconds`` (the prefill pass; the ``n_decode`` steps, a
-    step at the middle context times ``n_decode``) and ``spread``, by
-    :func:`llm_roofline.measure.timing` with the same settings, but ``runs`` samples of a
-    whole pass and three times as many of a decode step (a pass is long, and a long sample is
-    more often disturbed than a short one). The difference from the sum
-    of the operations is what runs between them: Python, reshapes, the mask, allocations."""
-    from .measure import blas_info, blas_threads, default_clock, timing
+def _run_inputs(model, batch, prompt_len, n_decode, runs, seed):
+    """:func:`profile`'s and :func:`pass_times`'s arguments checked once: the sizes, ``runs``,
+    and a random generator seeded with ``seed``."""
     from .tiny import TinyLlama
 
     if not isinstance(model, TinyLlama):
@@ -455,7 +438,24 @@ def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int =
         raise ValueError(f"batch x prompt_len must be at most {MAX_PROFILE_TOKENS:,} tokens, got "
                          f"{batch:,} x {prompt_len:,} = {batch * prompt_len:,}")
     runs = validate.integer("runs", runs, maximum=100)
-    prompt = np.random.default_rng(seed).integers(0, model.cfg.vocab_size, (batch, prompt_len))
+    return batch, prompt_len, n_decode, runs, np.random.default_rng(seed)
+
+
+def pass_times(model, batch: int, prompt_len: int, n_decode: int, *, runs: int = 15,
+               seed: int = 0, min_seconds: float = 0.002, threads: int | None = None,
+               clock: str | None = None) -> dict:
+    """The same run as :func:`profile` timed whole, per phase: ``{"prefill": {...},
+    "decode": {...}}``, each with ``seconds`` (the prefill pass; the ``n_decode`` steps, a
+    step at the middle context times ``n_decode``) and ``spread``, by
+    :func:`llm_roofline.measure.timing` with the same settings, but ``runs`` samples of a
+    whole pass and three times as many of a decode step (a pass is long, and a long sample is
+    more often disturbed than a short one). The difference from the sum
+    of the operations is what runs between them: Python, reshapes, the mask, allocations."""
+    from .measure import blas_info, blas_threads, default_clock, timing
+
+    batch, prompt_len, n_decode, runs, rng = _run_inputs(model, batch, prompt_len, n_decode,
+                                                         runs, seed)
+    prompt = rng.integers(0, model.cfg.vocab_size, (batch, prompt_len))
     top = prompt_len + n_decode + 1
     if top > model.cfg.max_context:
         raise ValueError(f"prompt_len {prompt_len} + n_decode {n_decode} + 1 exceeds max_context "

@@ -306,25 +306,12 @@ class blas_threads:  # noqa: N801  (a context manager, used as a function)
 
     @staticmethod
     def _calls():
-        try:
-            with open("/proc/self/maps") as f:
-                paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
-        except OSError:
+        found = _openblas_functions("get_num_threads", "set_num_threads")
+        if found is None:
             return None
-        for path in sorted(paths):
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError:
-                continue
-            for prefix, suffix in (("scipy_", "64_"), ("", "64_"), ("", "")):
-                try:
-                    get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}")
-                    put = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}")
-                except AttributeError:
-                    continue
-                put.argtypes = [ctypes.c_int]
-                return get, put
-        return None
+        get, put = found
+        put.argtypes = [ctypes.c_int]
+        return get, put
 
     def __enter__(self):
         calls = self._calls() if self.n is not None else None
@@ -443,13 +430,14 @@ def matmul_peak(n: int = 1024, repeats: int = 5, dtype: str = "fp32",
     return flops / timed_seconds(fn, repeats, statistic) / 1e9
 
 
-def _openblas_calls() -> dict:
-    """Ask a loaded OpenBLAS for its kernel (core name), thread count and build config."""
+def _openblas_functions(*names: str):
+    """The functions ``openblas_<name>`` of a loaded OpenBLAS (NumPy's wheels prefix and suffix
+    them: ``scipy_openblas_<name>64_``), in the order named; None if no loaded library has them."""
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
     except OSError:
-        return {}
+        return None
     for path in sorted(paths):
         try:
             lib = ctypes.CDLL(path)
@@ -457,18 +445,21 @@ def _openblas_calls() -> dict:
             continue
         for prefix, suffix in (("scipy_", "64_"), ("", "64_"), ("", "")):
             try:
-                core = getattr(lib, f"{prefix}openblas_get_corename{suffix}")
-                threads = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}")
-                config = getattr(lib, f"{prefix}openblas_get_config{suffix}")
+                return [getattr(lib, f"{prefix}openblas_{name}{suffix}") for name in names]
             except AttributeError:
                 continue
-            core.restype = config.restype = ctypes.c_char_p
-            return {
-                "kernel": core().decode(),
-                "threads": int(threads()),
-                "config": config().decode().strip(),
-            }
-    return {}
+    return None
+
+
+def _openblas_calls() -> dict:
+    """Ask a loaded OpenBLAS for its kernel (core name), thread count and build config."""
+    found = _openblas_functions("get_corename", "get_num_threads", "get_config")
+    if found is None:
+        return {}
+    core, threads, config = found
+    core.restype = config.restype = ctypes.c_char_p
+    return {"kernel": core().decode(), "threads": int(threads()),
+            "config": config().decode().strip()}
 
 
 def blas_info() -> dict:
