@@ -2,9 +2,9 @@
 
     python tools/pdf.py [--student]      build _build/latex (or the student edition's) with XeLaTeX
     python tools/pdf.py --why DIR        one line per file a failed TeX run in DIR could not find
-    python tools/pdf.py --record DIR     the TeX Live files and fonts a good build in DIR read, with the Debian
-                                         package of each (tools/tex-packages.tsv is this, kept current
-                                         by tests/test_system_packages.py)
+    python tools/pdf.py --record DIR     the TeX Live files and fonts a good build in DIR read,
+                                         with the Debian package of each (tools/tex-packages.tsv
+                                         is this, kept current by tests/test_system_packages.py)
 
 A build that fails leaves latexmk's records behind, and the next run then answers "Nothing to do
 ... All targets are up-to-date" although no PDF was written. So a good build leaves a stamp

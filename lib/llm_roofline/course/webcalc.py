@@ -214,8 +214,8 @@ def _chip_data(name: str, counts: list[int], dtypes: list[str]) -> dict:
     chip = get_accelerator(name)
     compute = {}
     for d in dtypes:
-        try:
-            compute[d] = chip.peak(d)
+        try:  # the library's own check of a compute_dtype, and its message
+            compute[d] = chip.peak(deployment._compute_dtype(chip, d, d))
         except ValueError as err:
             compute[d] = str(err)
     auto, head = {}, {}
