@@ -211,7 +211,7 @@ def save_accelerator(chips: Accelerator | list[Accelerator], path, *,
     Figures are rounded to 6 significant digits; every built-in chip reads back equal. Returns
     the path written. An existing file is replaced only if this function wrote it (a notebook
     re-run saves again; its ``about`` says so) or with ``force=True``; the file is written whole
-    or not at all (the library's one writer gate, :func:`validate.write_output`).
+    or not at all (the library's one writer gate, :func:`~llm_roofline.validate.write_output`).
     """
     force = validate.boolean("force", force)
     if isinstance(chips, Accelerator):
