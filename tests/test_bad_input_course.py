@@ -28,6 +28,7 @@ import llm_roofline.course.exercises  # noqa: F401  (every chapter registers its
 from llm_roofline import hardware, machine, realistic, serving, validate
 from llm_roofline.course import assignments, registry, slides, student
 from llm_roofline.models import load_config
+from test_bad_input import one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -36,15 +37,6 @@ H100 = hardware.get_accelerator("h100")
 CHAPTER = "03_roofline"
 
 
-def one_line(call, *match):
-    """``call()`` raises a one-line ValueError holding every ``match``; its message."""
-    with pytest.raises(ValueError) as info:
-        call()
-    text = str(info.value)
-    assert text and "\n" not in text and len(text) < 600, text
-    for m in match:
-        assert m in text, (m, text)
-    return text
 
 
 def hashes(folder: Path) -> dict[str, str]:
