@@ -15,6 +15,10 @@ example: the directive ``calculator-example`` runs the library's command line,
 the command and what it prints as literal text (the page holds it in an ``{only} latex`` block,
 so the website does not show it).
 
+A figure's caption is the paragraph after it that starts **Figure C.k.** (CONTRIBUTING.md). On
+paper it stays on the figure's page: no page break between the figure and its caption, nor
+inside the caption; where both do not fit, they move to the next page together.
+
 The student edition of the PDF (``make pdf-student``) is the same build with the environment
 variable ``BOOK_EDITION=student``: every worked solution (the gated ``solution-start`` ...
 ``solution-end`` run, merged by sphinx-exercise into one solution node, and any cell tagged
@@ -28,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -51,6 +56,29 @@ def _drop_folded_code(app, doctree, docname) -> None:
             if isinstance(child, nodes.container) and "cell_input" in child.get("classes", []):
                 cell.remove(child)
 
+
+
+CAPTION = re.compile(r"Figure \d+\.\d+\.$")
+KEEP = r"\nopagebreak\begingroup\interlinepenalty=10000"  # no break before the caption, nor in it
+
+
+def is_caption(node) -> bool:
+    """A paragraph that starts with a bold "Figure C.k." (MyST may put an empty text node first)."""
+    if not isinstance(node, nodes.paragraph):
+        return False
+    first = next((child for child in node.children
+                  if not (isinstance(child, nodes.Text) and not child.strip())), None)
+    return isinstance(first, nodes.strong) and bool(CAPTION.match(first.astext().strip()))
+
+
+def _keep_captions_with_figures(app, doctree, docname) -> None:
+    if app.builder.format != "latex":
+        return
+    for caption in [p for p in doctree.findall(nodes.paragraph) if is_caption(p)]:
+        parent = caption.parent
+        at = parent.index(caption)
+        parent.insert(at + 1, nodes.raw("", "\n\\par\\endgroup\n", format="latex"))
+        parent.insert(at, nodes.raw("", "\n" + KEEP + "\n", format="latex"))
 
 
 def _typeset_print_forms(app, doctree, docname) -> None:
@@ -134,4 +162,5 @@ def setup(app):
     app.add_directive("calculator-example", CalculatorExample)
     app.connect("doctree-resolved", _drop_folded_code)
     app.connect("doctree-resolved", _typeset_print_forms)
+    app.connect("doctree-resolved", _keep_captions_with_figures)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

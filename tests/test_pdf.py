@@ -1,6 +1,8 @@
 """The PDF edition (`make book` builds it before the website; `make pdf` alone): read back with
 poppler, it holds every chapter and every numbered figure, no unresolved reference, no raw MyST,
-no error from a cell, and nothing runs off the right edge of a page. The student edition
+no error from a cell, and nothing runs off the right edge of a page. The PDF is print: no display
+object's repr, no instruction only a website or a running notebook can follow ("drag the slider",
+"click", "launch buttons"), and no caption apart from its figure. The student edition
 (`make pdf-student`) has no worked solutions. The website links the PDF it serves.
 
 The builds are session fixtures (tests/conftest.py): the PDF is built once, and shares the
@@ -109,6 +111,116 @@ def test_nothing_runs_off_the_page(built_pdf):
     over = [f"page {p}: {w!r} ends at {x:.0f} pt, the text block at {edge} pt, the paper at {wd:.0f}"
             for p, wd, x, w in words if x > edge + TOLERANCE_PT or x > wd - MARGIN_PT]
     assert not over, "words run into the right margin:\n" + "\n".join(over[:20])
+
+
+DISPLAY_OBJECT = re.compile(r"<IPython\.|<ipywidgets\.|object at 0x[0-9a-f]+|<Figure size \d|"
+                            r"<matplotlib\.|display object|interactive\(children=")
+WEB_ONLY = {  # an instruction paper cannot follow -> the words that give it (case-insensitive)
+    "drag": r"\bdrag(s|ged|ging)?\b",
+    "click": r"\bclick(s|ed|ing)?\b",
+    "hover": r"\bhover(s|ed|ing)?\b",
+    "scroll": r"\bscroll(ing)? (down|up|back|to|through)\b",
+    "launch buttons": r"\blaunch buttons?\b",
+    "press play": r"\bpress(es)? play\b",
+    "move the slider": r"\b(move|slide|use|moving|drag|set) the (\w+ )?sliders?\b",
+    "slide a value": r"\bslide the\b",
+    "the slider under the figure": r"\bsliders? (under|below|above|beneath)\b",
+    "set by the slider": r"\b(set|chosen|picked) (by|with) the (\w+ )?sliders?\b",
+    "the slider sets": r"\bthe (\w+ )?sliders? (sets|picks|stops|moves|changes)\b",
+    "run the cell": r"\brun (the|this) (\w+ )?cells?\b",
+}
+
+
+def _parts(text: str) -> dict[str, str]:
+    """The PDF's text by part: "front" (to chapter 1), "ch01".. one per chapter, "appendices".
+    A chapter's first page carries a line that is only "CHAPTER" (an appendix's, "APPENDIX")."""
+    starts = [(m.start(), m.group(1)) for m in re.finditer(r"^\s*(CHAPTER|APPENDIX)\s*$", text, re.M)]
+    chapters = [at for at, kind in starts if kind == "CHAPTER"]
+    appendix = next((at for at, kind in starts if kind == "APPENDIX"), len(text))
+    bounds = [0, *chapters, appendix, len(text)]
+    names = ["front", *(f"ch{i:02d}" for i in range(1, len(chapters) + 1)), "appendices"]
+    return {name: text[a:b] for name, a, b in zip(names, bounds[:-1], bounds[1:], strict=True)}
+
+
+def _web_only(text: str) -> list[str]:
+    flat = _flat(text)
+    return [f"{what}: ...{flat[max(0, m.start() - 60):m.end() + 40]}..."
+            for what, pattern in WEB_ONLY.items() for m in re.finditer(pattern, flat, re.I)]
+
+
+def test_the_web_only_words_are_caught_and_prose_is_not():
+    """The word list on sentences the book had and has: each web-only one is caught, none of these
+    descriptions of the website or of a running notebook is."""
+    caught = ["Without a kernel, drag the slider under Figure 2.5 to change the prompt length.",
+              "The sliders need a running kernel; on the website, use the launch buttons at the top.",
+              "1.6 Move the sliders", "in JupyterLab they are collapsed: click it to show the code.",
+              "on the H100's BF16 roofline, with the batch set by the slider.",
+              "a readout of its regime; the slider sets the kernel's intensity.",
+              "In JupyterLab or Colab, run the collapsed cell under this paragraph for live controls.",
+              "Pick an accelerator and a precision, then slide the arithmetic intensity.",
+              "The batch slider stops fitting beyond 212 users."]
+    for sentence in caught:
+        assert _web_only(sentence), sentence
+    kept = ["In a running notebook, a cell here adds live sliders for both; the website and the PDF "
+            "leave it out.", "Figure 4.5 takes the batch from 1 to 256 sequences, frame by frame.",
+            "The pure function behind the roofline notebook's slider: the readout gives the TFLOPS.",
+            "a slide longer than the screen scrolls.", "To run one with its live sliders:",
+            "the website shows a kernel-free version of it: a scrubber, a slider over frames",
+            "Outside IPython it prints nothing."]
+    for sentence in kept:
+        assert not _web_only(sentence) and not DISPLAY_OBJECT.search(sentence), sentence
+    assert DISPLAY_OBJECT.search("C.5 Sources <IPython.core.display.HTML object>")
+
+
+def test_no_display_object(built_pdf):
+    """A cell's output prints as itself (a table, a figure, text), never as a Python repr."""
+    lines = [line.strip() for line in _text(built_pdf).splitlines() if DISPLAY_OBJECT.search(line)]
+    assert not lines, f"display objects printed as their repr: {lines[:5]}"
+
+
+PARTS = ["front", *(f"ch{i:02d}" for i in range(1, len(notebooks()) + 1)), "appendices"]
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_no_web_only_instruction(built_pdf, part):
+    """Paper has no slider to drag, nothing to click and no cell to run: each sentence that says so
+    has a print form, or one wording true on both (a figure's frames, its panels). One test per
+    part (``-k ch07``), so that a chapter's owner runs their own."""
+    parts = _parts(_text(built_pdf))
+    assert list(parts) == PARTS, f"the PDF's parts {list(parts)}, the book's {PARTS}"
+    found = _web_only(parts[part])
+    assert not found, f"{len(found)} web-only instructions in {part}:\n" + "\n".join(found)
+
+
+ITEM = re.compile(r'<(image|text) top="(\d+)" left="\d+" width="\d+" height="(\d+)"[^>]*>(.*?)(?:</text>|$)',
+                  re.M)
+
+
+def _captions_and_images(pdf: Path, tmp: Path) -> dict[int, tuple[list, list]]:
+    """Per page: each caption's (number, top) and each image's (top, bottom), in points from the
+    top of the page (poppler's pdftohtml -xml, which writes the images beside its XML)."""
+    subprocess.run(["pdftohtml", "-xml", "-q", str(pdf), str(tmp / "pdf")], capture_output=True,
+                   check=True)
+    pages: dict[int, tuple[list, list]] = {}
+    for page in re.split(r'<page number="', (tmp / "pdf.xml").read_text(errors="replace"))[1:]:
+        captions, images = pages.setdefault(int(page.split('"')[0]), ([], []))
+        for kind, top, height, inner in ITEM.findall(page):
+            if kind == "image":
+                images.append((int(top), int(top) + int(height)))
+            elif m := re.match(r"<b>Figure (\d+\.\d+)\.", inner.strip()):  # bold: a caption, not prose
+                captions.append((m.group(1), int(top)))
+    return pages
+
+
+def test_every_caption_is_under_its_figure(built_pdf, tmp_path):
+    """A figure's caption never sits apart from its figure: on its page, an image ends above the
+    caption's first line (_ext/printform.py forbids a page break between them)."""
+    pages = _captions_and_images(built_pdf, tmp_path)
+    found, numbers = [n for captions, _ in pages.values() for n, _ in captions], _captions()
+    assert len(found) >= len(numbers), f"{len(found)} captions found, the notebooks hold {len(numbers)}"
+    apart = [f"page {page}: Figure {n}" for page, (captions, images) in pages.items()
+             for n, top in captions if not any(bottom <= top + 2 for _, bottom in images)]
+    assert not apart, "captions on a page with no figure above them:\n" + "\n".join(apart)
 
 
 def test_the_calculator_prints_a_worked_example(built_pdf):

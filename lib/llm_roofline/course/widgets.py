@@ -74,8 +74,9 @@ def _panel_png(draw: Callable, value, size: tuple[float, float], dpi: int, title
     return out.getvalue()
 
 
-def _grid_png(pngs: Sequence[bytes], columns: int) -> bytes:
-    """PNG images of one size as one PNG, ``columns`` to a row, at their own pixels."""
+def _grid_png(pngs: Sequence[bytes], columns: int, key: bytes | None = None) -> bytes:
+    """PNG images of one size as one PNG, ``columns`` to a row, at their own pixels; ``key``, a
+    PNG of a legend, as one more row under them all, centred."""
     import io
 
     import matplotlib.pyplot as plt
@@ -83,13 +84,19 @@ def _grid_png(pngs: Sequence[bytes], columns: int) -> bytes:
     rows = -(-len(pngs) // columns)
     images = [plt.imread(io.BytesIO(png), format="png") for png in pngs]
     height, width = images[0].shape[:2]
+    legend = plt.imread(io.BytesIO(key), format="png") if key else None
+    below = legend.shape[0] if legend is not None else 0
     fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=100,
-                             figsize=(columns * width / 100, rows * height / 100))
+                             figsize=(columns * width / 100, (rows * height + below) / 100))
     for ax in axes.flat:
         ax.set_axis_off()
     for ax, image in zip(axes.flat, images, strict=False):
         ax.imshow(image)
-    fig.subplots_adjust(0, 0, 1, 1, 0.02, 0.02)
+    fig.subplots_adjust(0, below / (rows * height + below), 1, 1, 0.02, 0.02)
+    if legend is not None:
+        strip = fig.add_axes((0, 0, 1, below / (rows * height + below)))
+        strip.set_axis_off()
+        strip.imshow(legend)
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=100)
     plt.close(fig)
@@ -107,6 +114,7 @@ class Scrubber(_html_class()):
 
     _PRINTED = 6
     print_frames: Sequence[bytes] = ()  # PNGs drawn for print by ``scrubber``
+    print_key: bytes | None = None  # the frames' shared legend, a PNG under them in print
 
     @classmethod
     def picked(cls, count: int) -> list[int]:
@@ -124,7 +132,7 @@ class Scrubber(_html_class()):
             if not frames:
                 return None
             pngs = [base64.b64decode(frames[i]) for i in self.picked(len(frames))]
-        return _grid_png(pngs, 1 if len(pngs) == 1 else 2)
+        return _grid_png(pngs, 1 if len(pngs) == 1 else 2, self.print_key if self.print_frames else None)
 
 
 class SmallMultiples(_html_class()):
@@ -205,6 +213,7 @@ def scrubber(
     figsize: tuple[float, float] = (7.0, 4.4),
     dpi: int = 96,
     interval: int = 500,
+    legend: dict | None = None,
 ):
     """A slider over precomputed frames, as an ``IPython.display.HTML`` object.
 
@@ -217,6 +226,11 @@ def scrubber(
     fit the book's column without scaling, so 9-pt text reads as 9 pt. Up to six frames are
     drawn a second time at :func:`print_size`, for the PDF's small multiples
     (``Scrubber._repr_png_``).
+
+    ``legend``, a dict of keyword arguments of matplotlib's ``Figure.legend`` (``ncols``,
+    ``title``...), gives every frame one shared legend outside its Axes, so that no key covers
+    a point: under the frame on the page, and once under all the printed frames. Its entries
+    are the labelled artists of the first frame; ``draw`` then draws no legend of its own.
     """
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
@@ -234,7 +248,11 @@ def scrubber(
     _check_fmt(fmt, values[0])
     dpi = integer("dpi", dpi, minimum=20, maximum=600)
     width, height = _inches("figsize", figsize, maximum=50)
+    if legend is not None and not isinstance(legend, dict):
+        raise ValueError(f"legend must be a dict of Figure.legend's keyword arguments or None, "
+                         f"got {shorten(legend)}")
     fig, ax = plt.subplots(figsize=(width, height), dpi=dpi, layout="constrained")
+    key = _shared_legend(fig, ax, draw, values[0], legend) if legend is not None else None
 
     def frame(i: int) -> None:
         ax.clear()
@@ -246,7 +264,36 @@ def scrubber(
     plt.close(fig)
     shown = Scrubber(_CDN_LINK.sub("", html))
     shown.print_frames = _print_frames(draw, values, label, fmt, width, height)
+    if key is not None:
+        shown.print_key = _key_png(*key, legend, 2 * print_size(width, height)[0])
     return shown
+
+
+def _shared_legend(fig, ax, draw, value, legend: dict):
+    """The legend of ``draw``'s first frame, once, under the Axes of ``fig``; its entries."""
+    draw(ax, value)
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        raise ValueError("legend: the first frame has no labelled artist to put in a legend")
+    fig.legend(handles, labels, loc="outside lower center", **legend)
+    ax.clear()
+    return handles, labels
+
+
+def _key_png(handles, labels, legend: dict, width: float) -> bytes:
+    """A legend alone, as a PNG at 150 dpi no wider than ``width`` inches (the printed grid's)."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(width, 1.0), dpi=150)
+    try:
+        fig.legend(handles, labels, loc="center", **legend)
+        out = io.BytesIO()
+        fig.savefig(out, format="png", dpi=150, bbox_inches="tight", pad_inches=0.04)
+    finally:
+        plt.close(fig)
+    return out.getvalue()
 
 
 PRINT_SCALE = 0.6
