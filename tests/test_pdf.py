@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tempfile
 from collections import Counter
 from functools import cache
 from html.parser import HTMLParser
@@ -192,35 +193,61 @@ def test_no_web_only_instruction(built_pdf, part):
     assert not found, f"{len(found)} web-only instructions in {part}:\n" + "\n".join(found)
 
 
-ITEM = re.compile(r'<(image|text) top="(\d+)" left="\d+" width="\d+" height="(\d+)"[^>]*>(.*?)(?:</text>|$)',
-                  re.M)
+ITEM = re.compile(r'<(image|text) top="(\d+)" left="(\d+)" width="(\d+)" height="(\d+)"[^>]*>'
+                  r"(.*?)(?:</text>|$)", re.M)
 
 
-def _captions_and_images(pdf: Path, tmp: Path) -> dict[int, tuple[list, list]]:
-    """Per page: each caption's (number, top) and each image's (top, bottom), in points from the
-    top of the page (poppler's pdftohtml -xml, which writes the images beside its XML)."""
-    subprocess.run(["pdftohtml", "-xml", "-q", str(pdf), str(tmp / "pdf")], capture_output=True,
-                   check=True)
-    pages: dict[int, tuple[list, list]] = {}
-    for page in re.split(r'<page number="', (tmp / "pdf.xml").read_text(errors="replace"))[1:]:
-        captions, images = pages.setdefault(int(page.split('"')[0]), ([], []))
-        for kind, top, height, inner in ITEM.findall(page):
-            if kind == "image":
-                images.append((int(top), int(top) + int(height)))
-            elif m := re.match(r"<b>Figure (\d+\.\d+)\.", inner.strip()):  # bold: a caption, not prose
-                captions.append((m.group(1), int(top)))
-    return pages
+@cache
+def _layout(pdf: Path) -> dict[int, list[tuple]]:
+    """Per page, each image and line of text as (kind, top, left, width, height, inner XML), in
+    pixels from the page's top left (poppler's pdftohtml -xml, which writes the images beside
+    its XML: in a folder of its own)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["pdftohtml", "-xml", "-q", str(pdf), str(Path(tmp) / "pdf")],
+                       capture_output=True, check=True)
+        xml = (Path(tmp) / "pdf.xml").read_text(errors="replace")
+    return {int(page.split('"')[0]): [(kind, *map(int, box), inner)
+                                      for kind, *box, inner in ITEM.findall(page)]
+            for page in re.split(r'<page number="', xml)[1:]}
 
 
-def test_every_caption_is_under_its_figure(built_pdf, tmp_path):
+def test_every_caption_is_under_its_figure(built_pdf):
     """A figure's caption never sits apart from its figure: on its page, an image ends above the
     caption's first line (_ext/printform.py forbids a page break between them)."""
-    pages = _captions_and_images(built_pdf, tmp_path)
-    found, numbers = [n for captions, _ in pages.values() for n, _ in captions], _captions()
+    pages = _layout(built_pdf)
+    captions = {page: [(m.group(1), top) for kind, top, *_, inner in items if kind == "text"
+                       if (m := re.match(r"<b>Figure (\d+\.\d+)\.", inner.strip()))]  # bold: not prose
+                for page, items in pages.items()}
+    found, numbers = [n for page in captions.values() for n, _ in page], _captions()
     assert len(found) >= len(numbers), f"{len(found)} captions found, the notebooks hold {len(numbers)}"
-    apart = [f"page {page}: Figure {n}" for page, (captions, images) in pages.items()
-             for n, top in captions if not any(bottom <= top + 2 for _, bottom in images)]
+    apart = [f"page {page}: Figure {n}" for page, items in pages.items() for n, top in captions[page]
+             if not any(kind == "image" and t + h <= top + 2 for kind, t, _, _, h, _ in items)]
     assert not apart, "captions on a page with no figure above them:\n" + "\n".join(apart)
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    """Two boxes (kind, top, left, width, height, ...) share over half a line's height and a few
+    pixels across."""
+    down = min(a[1] + a[4], b[1] + b[4]) - max(a[1], b[1])
+    across = min(a[2] + a[3], b[2] + b[3]) - max(a[2], b[2])
+    return down > 0.5 * min(a[4], b[4]) and across > 4
+
+
+def test_no_text_runs_into_the_footer(built_pdf):
+    """Nothing is printed over a page's foot line (its number and running title): a figure and a
+    caption kept together that are taller than the page would run into it, so an image is at most
+    0.85 of the page's height (_config.yml)."""
+    over = []
+    for page, items in _layout(built_pdf).items():
+        texts = [item for item in items if item[0] == "text"]
+        numbers = [item for item in texts if re.fullmatch(r"\s*(<b>)?[0-9ivxlc]+(</b>)?\s*", item[5])]
+        if not numbers:
+            continue
+        foot = max(numbers, key=lambda item: item[1])
+        line = [item for item in texts if abs(item[1] - foot[1]) <= 2]
+        over += [f"page {page}: {re.sub(r'<[^>]+>', '', item[5])[:60]!r}" for item in texts
+                 if item not in line and any(_overlap(item, f) for f in line)]
+    assert not over, "text over the foot of its page:\n" + "\n".join(over[:20])
 
 
 def test_the_calculator_prints_a_worked_example(built_pdf):
