@@ -69,7 +69,7 @@ def test_a_crowded_figure_is_drawn_at_the_largest_size_where_no_texts_overlap():
     plt.close(crowded)
 
 
-def test_a_text_that_runs_into_a_box_counts_as_overlapping_and_one_inside_it_does_not():
+def test_a_text_that_runs_into_a_box_or_out_of_its_own_counts_as_overlapping():
     from matplotlib.patches import FancyBboxPatch
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -79,4 +79,7 @@ def test_a_text_that_runs_into_a_box_counts_as_overlapping_and_one_inside_it_doe
     assert slides.fit_figure(fig)["overlaps"] == 0
     ax.text(0.2, 0.45, "a long label that runs on into the box", fontsize=9, transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 1
+    ax.texts[-1].remove()
+    ax.text(0.75, 0.45, "a label wider than its own box", ha="center", fontsize=9, transform=ax.transAxes)
+    assert slides.fit_figure(fig)["overlaps"] == 1  # it spills out of the box it sits in
     plt.close(fig)
