@@ -78,7 +78,7 @@ def test_a_text_that_runs_into_a_box_or_out_of_its_own_counts_as_overlapping():
                                 transform=ax.transAxes))
     ax.text(0.75, 0.5, "inside", ha="center", va="center", fontsize=9, transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 0
-    ax.text(0.2, 0.45, "a long label that runs on into the box", fontsize=9, transform=ax.transAxes)
+    ax.text(0.3, 0.45, "a long label that runs on into the box", fontsize=9, transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 1
     ax.texts[-1].remove()
     ax.text(0.75, 0.45, "a label that is much wider than the box it sits in", ha="center", fontsize=9,
