@@ -85,3 +85,18 @@ def test_a_text_that_runs_into_a_box_or_out_of_its_own_counts_as_overlapping():
             transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 1  # it spills out of the box it sits in
     plt.close(fig)
+
+
+def test_a_legend_under_the_axes_moves_beside_them_on_a_slide():
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for i in range(8):
+        ax.plot([1, 2], [i, i + 1], label=f"a rather long name for line {i}")
+    ax.set_xlabel("arithmetic intensity I (FLOPs/byte)")
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2)
+    fig.tight_layout()
+    record = slides.fit_for_slide(fig)
+    renderer = fig.canvas.get_renderer()
+    legend, frame = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert legend.x0 >= frame.x1 and len(ax.get_legend().get_texts()) == 8  # beside, all kept
+    assert (record["min_px"], record["overlaps"]) == (24, 0)
+    plt.close(fig)

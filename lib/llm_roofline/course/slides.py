@@ -574,6 +574,22 @@ def _leave_room_for_legends(fig) -> None:
     fig.get_layout_engine().set(rect=(left, bottom, right, top))
 
 
+def _legends_beside(fig) -> None:
+    """Move each axes' legend that sits under its axes (the book's place for a long key, where a
+    slide's larger axis labels would run into it) beside the axes, in one column: a slide is wide."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible() or not legend.get_texts():
+            continue
+        if legend.get_window_extent(renderer).y1 > ax.get_window_extent(renderer).y0:
+            continue  # on or beside the axes: left where it is
+        title = legend.get_title().get_text()
+        ax.legend(legend.legend_handles, [t.get_text() for t in legend.get_texts()],
+                  loc="center left", bbox_to_anchor=(1.02, 0.5), ncols=1,
+                  fontsize=legend.get_texts()[0].get_fontsize(), title=title or None)
+
+
 def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MIN_PX,
                pad_inches: float = FIGURE_PAD) -> dict:
     """Resize a figure to be drawn at its natural size in ``box`` (CSS px), no text under ``min_px``.
@@ -602,6 +618,7 @@ def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MI
     own = fig.get_layout_engine() is None
     if own:
         fig.set_layout_engine("tight")
+    _legends_beside(fig)
     pad = 2 * pad_inches
     fig.set_dpi(dpi)
     size, fitted = (box[0] / dpi - pad, box[1] / dpi - pad), None
