@@ -81,10 +81,10 @@ student: $(VENV)/.installed
 assignments: $(DEV)/.installed
 	$(DEVBIN)/python -m llm_roofline.course.assignments notebooks _build/nbgrader
 
-## slides: a reveal.js deck per chapter in _build/slides (tagged cells; reveal.js from npm, no CDN)
-# Each chapter with tagged code cells runs in a fresh kernel first; needs npm for reveal.js.
+## slides: a reveal.js deck per chapter in _build/slides, from its source slides/NN.md (reveal.js from npm, no CDN)
+# Each chapter runs once in a fresh kernel for the figures its deck shows; needs npm for reveal.js.
 slides: $(DEV)/.installed
-	$(DEVBIN)/python -m llm_roofline.course.slides notebooks _build/slides
+	$(DEVBIN)/python -m llm_roofline.course.slides slides notebooks _build/slides
 
 clean:
 	rm -rf _build

@@ -35,6 +35,19 @@ NOTEBOOKS = ROOT / "notebooks"
 PYTHON = sys.executable
 H100 = hardware.get_accelerator("h100")
 CHAPTER = "03_roofline"
+DECKS = ROOT / "slides"
+
+
+def tiny_deck(chapter: str = CHAPTER) -> str:
+    """A deck source of 12 slides without figures, for ``chapter``."""
+    return (f"---\nchapter: {chapter}\ntitle: A deck\n---\n\n# A deck\n- one objective\n"
+            + "".join(f"\n---\n\n## Slide {i}\n- a point\n" for i in range(2, 13)))
+
+
+def deck_folder(folder: Path, chapter: str = CHAPTER) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{chapter[:2]}.md").write_text(tiny_deck(chapter))
+    return folder
 
 
 
@@ -128,17 +141,19 @@ def test_the_student_edition_replaces_only_its_own_notebooks(chapters, tmp_path)
 
 
 def test_the_slides_never_replace_a_foreign_file_nor_write_into_their_source(chapters, tmp_path):
+    decks = deck_folder(tmp_path / "decks")
     before = hashes(tmp_path)
-    one_line(lambda: slides.build(chapters, chapters), "out", "overlaps")
-    out = tmp_path / "decks"
+    one_line(lambda: slides.build(decks, chapters, chapters), "out", "overlaps")
+    one_line(lambda: slides.build(decks, chapters, decks), "out", "overlaps")
+    out = tmp_path / "out"
     out.mkdir()
     (out / f"{CHAPTER}.slides.html").write_text("<html>mine</html>")
     before = hashes(tmp_path)
-    one_line(lambda: slides.build(chapters, out, execute=False), "deck", "--force")
-    code, _, err = cli("-m", "llm_roofline.course.slides", str(chapters), str(chapters))
+    one_line(lambda: slides.build(decks, chapters, out, execute=False), "deck", "--force")
+    code, _, err = cli("-m", "llm_roofline.course.slides", str(decks), str(chapters), str(chapters))
     assert_one_error_line(code, err, "overlaps")
     assert hashes(tmp_path) == before  # and nothing installed (npm never ran)
-    assert slides._marked("<html><head></head></html>").count(slides.MARK) == 1
+    assert slides.MARK in slides.deck_html(slides.parse_deck(tiny_deck()))
 
 
 def test_a_fitted_preset_never_replaces_an_unrelated_file(tmp_path):
@@ -169,7 +184,7 @@ def test_a_saved_accelerator_never_replaces_a_foreign_file(tmp_path):
     lambda p: student.write_student_edition(NOTEBOOKS, p / ("x" * 300)),
     lambda p: machine.save_accelerator(H100, p / ("x" * 300 + ".json")),
     lambda p: assignments.write_course(NOTEBOOKS, p / ("x" * 300), release=False),
-    lambda p: slides.build(NOTEBOOKS, p / ("x" * 300)),
+    lambda p: slides.build(DECKS, NOTEBOOKS, p / ("x" * 300)),
     lambda p: realistic.write(p / ("x" * 300)),
 ], ids=["student", "save_accelerator", "course", "slides", "realistic"])
 def test_every_writer_refuses_a_name_too_long_in_one_line(tmp_path, call):
@@ -221,15 +236,17 @@ def test_the_course_commands_name_a_missing_folder_a_broken_notebook_and_a_file(
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "01_x.ipynb").write_text("{not json")
+    decks = deck_folder(tmp_path / "decks", "01_x")
     a_file = tmp_path / "file"
     a_file.write_text("x")
     for module in ("assignments", "slides"):
         name = f"llm_roofline.course.{module}"
-        code, _, err = cli("-m", name, str(tmp_path / "missing"), str(tmp_path / "course"))
+        first = [str(decks)] if module == "slides" else []
+        code, _, err = cli("-m", name, *first, str(tmp_path / "missing"), str(tmp_path / "course"))
         assert_one_error_line(code, err, "missing", "does not exist")
-        code, _, err = cli("-m", name, str(broken), str(tmp_path / "course"))
+        code, _, err = cli("-m", name, *first, str(broken), str(tmp_path / "course"))
         assert_one_error_line(code, err, "01_x.ipynb", "not valid JSON")
-        code, _, err = cli("-m", name, str(NOTEBOOKS), str(a_file))
+        code, _, err = cli("-m", name, *first, str(NOTEBOOKS), str(a_file))
         assert_one_error_line(code, err, "file", "not a folder")
     assert not (tmp_path / "course").exists()
 
@@ -237,13 +254,14 @@ def test_the_course_commands_name_a_missing_folder_a_broken_notebook_and_a_file(
 @pytest.mark.parametrize("call,match", [
     (lambda: slides.png_record(None), "data"),
     (lambda: slides.png_record(3.5), "data"),
-    (lambda: slides.expected_slides(None), "nb"),
-    (lambda: slides.expected_slides({"cells": [1]}), "cell 0"),
-    (lambda: slides.expected_slides({"cells": [{"cell_type": "code", "source": 3}]}), "cell 0"),
-    (lambda: slides.build(NOTEBOOKS, "/tmp/x", jobs=0), "jobs"),
-    (lambda: slides.build(NOTEBOOKS, "/tmp/x", only=["99_nothing"]), "99_nothing"),
-    (lambda: slides.build(NOTEBOOKS, "/tmp/x", only="03_roofline"), "only"),
-    (lambda: slides.build(NOTEBOOKS, "/tmp/x", execute="no"), "execute"),
+    (lambda: slides.parse_deck(None), "text"),
+    (lambda: slides.parse_deck("# A deck"), "front matter"),
+    (lambda: slides.chapter_figures({"cells": [1]}), "cell 0"),
+    (lambda: slides.chapter_figures({"cells": [{"cell_type": "code", "source": 3}]}), "cell 0"),
+    (lambda: slides.build(DECKS, NOTEBOOKS, "/tmp/x", jobs=0), "jobs"),
+    (lambda: slides.build(DECKS, NOTEBOOKS, "/tmp/x", only=["99_nothing"]), "99_nothing"),
+    (lambda: slides.build(DECKS, NOTEBOOKS, "/tmp/x", only="03_roofline"), "only"),
+    (lambda: slides.build(DECKS, NOTEBOOKS, "/tmp/x", execute="no"), "execute"),
     (lambda: realistic.fit(None), "rows"),
     (lambda: realistic.fit([None]), "rows"),
     (lambda: realistic.predict_row(None), "row"),
@@ -373,12 +391,14 @@ def test_an_empty_destination_is_not_the_current_folder(tmp_path):
 
 
 def test_the_slides_refuse_a_missing_folder_and_zero_jobs_before_npm(tmp_path):
-    one_line(lambda: slides.build(tmp_path / "missing", tmp_path / "out"), "does not exist")
-    one_line(lambda: slides.build(NOTEBOOKS, tmp_path / "out", jobs=0), "jobs")
+    one_line(lambda: slides.build(DECKS, tmp_path / "missing", tmp_path / "out"), "does not exist")
+    one_line(lambda: slides.build(tmp_path / "missing", NOTEBOOKS, tmp_path / "out"), "decks",
+             "does not exist")
+    one_line(lambda: slides.build(DECKS, NOTEBOOKS, tmp_path / "out", jobs=0), "jobs")
     empty = tmp_path / "empty"
     empty.mkdir()
-    one_line(lambda: slides.build(empty, tmp_path / "out"), "no notebooks")
-    code, _, err = cli("-m", "llm_roofline.course.slides", str(NOTEBOOKS), str(tmp_path / "out"),
-                       "--jobs", "0")
+    one_line(lambda: slides.build(empty, NOTEBOOKS, tmp_path / "out"), "no deck sources")
+    code, _, err = cli("-m", "llm_roofline.course.slides", str(DECKS), str(NOTEBOOKS),
+                       str(tmp_path / "out"), "--jobs", "0")
     assert_one_error_line(code, err, "--jobs")
     assert not (tmp_path / "out").exists()

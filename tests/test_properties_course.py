@@ -73,6 +73,10 @@ def sandbox():
             {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
                 {"cell_type": "markdown", "metadata": {"tags": ["slide"]}, "source": "# Tiny"},
                 {"cell_type": "markdown", "metadata": {"tags": ["solution"]}, "source": "no"}]}))
+        (box / "decks").mkdir()
+        (box / "decks" / "01.md").write_text(
+            "---\nchapter: 01_tiny\ntitle: Tiny\n---\n\n# Tiny\n- one objective\n"
+            + "".join(f"\n---\n\n## Slide {i}\n- a point\n" for i in range(2, 13)))
         (box / "file").write_text("a file where a folder may be asked for")
         os.mkfifo(box / "fifo")
         (box / "dangling").symlink_to(box / "nowhere")
@@ -155,14 +159,15 @@ def test_the_nbgrader_course_writes_only_its_folder(notebooks, root, chapters, f
 
 
 @WRITERS
-@given(notebooks=sources, out=dests, only=st.one_of(st.none(), st.lists(st.sampled_from(
-    ["03_roofline", "01_tiny", "01_tiny.ipynb", "99_x", ""]), max_size=2), anything),
+@given(decks=st.one_of(st.just("decks"), paths), notebooks=sources, out=dests,
+       only=st.one_of(st.none(), st.lists(st.sampled_from(
+           ["03_roofline", "01_tiny", "01", "01_tiny.ipynb", "99_x", ""]), max_size=2), anything),
        execute=flags, jobs=st.one_of(st.none(), anything), force=flags)
-def test_the_slides_write_only_their_folder(monkeypatch_module, notebooks, out, only, execute,
-                                            jobs, force):
+def test_the_slides_write_only_their_folder(monkeypatch_module, decks, notebooks, out, only,
+                                            execute, jobs, force):
     with sandbox() as box:
         before = hashes(box)
-        decks = one_line_error(lambda: slides.build(notebooks, out, only, execute=False,
+        decks = one_line_error(lambda: slides.build(decks, notebooks, out, only, execute=False,
                                                     jobs=jobs, force=force))
         if decks is None:
             assert hashes(box) == before
@@ -174,12 +179,10 @@ def test_the_slides_write_only_their_folder(monkeypatch_module, notebooks, out, 
 
 @pytest.fixture(scope="module")
 def monkeypatch_module():
-    """The slides' build without npm, MathJax or nbconvert: the gate is what is tested."""
+    """The slides' build without npm or MathJax: the gate is what is tested."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(slides, "install_reveal", lambda out: out)
         patch.setattr(slides, "install_mathjax", lambda out: out)
-        patch.setattr(slides, "export_deck", lambda deck, title, reveal_prefix="": (
-            f"<html><head></head><body>{title}</body></html>"))
         yield
 
 
@@ -212,21 +215,19 @@ def test_png_records_give_a_clear_error_none_or_a_record(data):
     assert record is None or isinstance(record, dict)
 
 
-cells = st.fixed_dictionaries({"cell_type": st.sampled_from(["code", "markdown", "raw", "x", 3]),
-                               "source": st.one_of(st.text(max_size=20), st.lists(st.text(max_size=5)),
-                                                   anything),
-                               "metadata": st.one_of(st.fixed_dictionaries(
-                                   {"tags": st.one_of(st.lists(st.sampled_from(
-                                       ["slide", "subslide", "fragment", "solution"])), anything)}),
-                                   anything)})
+lines = st.sampled_from(["---", "# Title", "## A slide", "- a point", "Note:", "chapter: 04_x",
+                         "title: T", "![Figure 4.2. x](figure:4.2)", "![x](figure:4.2)",
+                         "![Figure 4.2. x](plot.png)", "{term}`x`", "```", "chapter: [1]", ""])
 
 
 @FAST
-@given(nb=st.one_of(anything, st.fixed_dictionaries({"cells": st.one_of(st.lists(cells, max_size=4),
-                                                                         anything)})))
-def test_expected_slides_gives_a_clear_error_or_a_count(nb):
-    count = one_line_error(lambda: slides.expected_slides(nb))
-    assert count is None or (isinstance(count, int) and 0 <= count <= len(nb["cells"]))
+@given(text=st.one_of(anything, st.lists(st.one_of(lines, st.text(max_size=12)), max_size=14).map(
+    "\n".join)))
+def test_a_deck_source_gives_a_clear_error_or_a_deck(text):
+    deck = one_line_error(lambda: slides.parse_deck(text, "slides/04.md"))
+    if deck is not None:
+        assert deck.slides and deck.slides[0].number == 1
+        assert all(s.figure is None or s.caption for s in deck.slides)
 
 
 @FAST

@@ -1,206 +1,404 @@
-"""The lecture slides (`make slides`), opened in headless Chromium at 1280 x 720: every deck loads
-offline (nothing fetched but its own files), has one slide per cell tagged `slide` or `subslide`
-(plus the continuation slides its long cells run onto), renders its math, shows no text under
-24 px, figures included, and fits every slide in 1280 x 720. A screenshot of each slide is saved.
+"""The lecture decks (`make slides`): their sources in `slides/NN.md`, and the built decks
+opened in headless Chromium at 1280 x 720.
 
-The decks are built as `make slides` builds them: every chapter with tagged code cells is executed in
-a fresh kernel (two at a time on two cores), so that its figures are drawn and measured.
+Fast (no kernel, no browser): the parser reads every deck source, holds it against its chapter
+(12 to 25 slides, every `figure:N.M` a figure the chapter draws), and every number a deck writes
+appears, written the same way, in its chapter's markdown (one source of numbers). A bad source
+is one line naming the deck, the slide and what is wrong.
 
-A figure is a PNG: its text is not in the page. The build records in each figure's `<img>` its
-smallest font in points (`data-min-pt`) and the dpi it was drawn at (`data-dpi`); the text's size
-on the slide is then `pt * dpi / 72 * (drawn width / natural width)` pixels, held to the same 24 px."""
+In Chromium (`browser`, `slow`): every deck is built as `make slides` builds it (each chapter run
+once in a fresh kernel for its figures), then each slide is shown at 1280 x 720 and fails on a
+text block of more than 45 words, a slide whose text ends with ":", a raw document name (a
+notebook's stem, a `.ipynb` or `.md` file), anything past the slide's edge, a chapter figure
+without its "Figure N.M" label, a figure whose texts overlap, unrendered math, and a script or
+file fetched from outside. A screenshot of every slide is saved. A deck written to break each
+rule shows that each check can fail.
+"""
 
 from __future__ import annotations
 
 import re
 import shutil
-import time
+from pathlib import Path
 from urllib.parse import urlparse
 
 import nbformat
 import pytest
 
-from conftest import ROOT, SCREENSHOTS, notebooks
-from test_browser import launched_chromium, serving
+from conftest import ROOT, SCREENSHOTS
+from llm_roofline.course import slides
+from test_bad_input import one_line
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
-
-# Chapters that carry no slide tags (another contributor's notebooks): their decks use the
-# automatic selection of llm_roofline.course.slides (title, section openings, takeaways).
-AUTOMATIC = {"01_dormant_tensor_cores", "02_two_phases", "07_calculator", "09_serving_at_scale"}
-MIN_PX = 24
-DURATIONS: dict[str, float] = {}
+DECKS = ROOT / "slides"
+MAX_WORDS = 45
 
 
-def _tagged_slides(path) -> int:
-    """Slides a tagged chapter must have: its cells tagged `slide` or `subslide`, counted here."""
-    nb = nbformat.read(path, as_version=4)
-    return sum(bool({"slide", "subslide"} & set(c.metadata.get("tags", []))) for c in nb.cells)
+def deck_sources() -> list[Path]:
+    return sorted(p for p in DECKS.glob("*.md") if re.fullmatch(r"\d{2}", p.stem))
+
+
+def chapter(deck) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / "notebooks" / f"{deck.chapter}.ipynb", as_version=4)
+
+
+# ---- the sources, without a kernel or a browser -------------------------------------------
+
+# A number as a reader sees it: digits with thousands commas and decimals ("3,350", "0.5").
+# "Figure 4.2", "Chapter 4", "Exercise 4.1" and "slide 3" are names, not quantities.
+NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?")
+NAMES = re.compile(r"\b(?:Figures?|Chapters?|chapters?|Exercises?|Section|[Ss]lide|Equation)\s+\d+(?:\.\d+)?"
+                   r"|figure:\d+\.\d+")
+
+
+def numbers(text: str) -> set[str]:
+    return set(NUMBER.findall(NAMES.sub(" ", text)))
+
+
+def unsourced_numbers(deck, nb) -> list[str]:
+    """The numbers a deck writes (slides, captions, notes) that its chapter's markdown does not."""
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    allowed = numbers(prose)
+    out = []
+    for s in deck.slides:
+        for n in sorted(numbers("\n".join((s.heading, s.body, s.caption, s.notes))) - allowed):
+            out.append(f"slide {s.number}: {n}")
+    return out
+
+
+@pytest.mark.parametrize("path", deck_sources(), ids=lambda p: p.stem)
+def test_a_deck_source_parses_and_fits_its_chapter(path):
+    deck = slides.read_deck(path)
+    nb = chapter(deck)
+    slides.check_deck(deck, nb)  # 12 to 25 slides, every figure:N.M the chapter's
+    assert deck.slides[0].heading and deck.slides[0].body, "the title slide lists the objectives"
+    assert deck.figures, f"{path.name} shows none of its chapter's figures"
+    bad = unsourced_numbers(deck, nb)
+    assert not bad, f"{path.name}: numbers not in {deck.chapter}'s markdown: {bad}"
+
+
+def test_a_number_not_in_the_chapter_is_found():
+    deck = slides.read_deck(DECKS / "04.md")
+    nb = chapter(deck)
+    assert not unsourced_numbers(deck, nb)
+    slide = deck.slides[1]
+    wrong = slides.Deck(deck.name, deck.chapter, deck.title, (
+        deck.slides[0], slides.Slide(2, slide.heading, slide.body + "\n- a step of 12,345.6 ms", ""),
+        *deck.slides[2:]))
+    assert unsourced_numbers(wrong, nb) == ["slide 2: 12,345.6"]
+    assert numbers("Figure 4.2 shows 3,350 GB/s in chapter 3, slide 12") == {"3,350"}
+
+
+GOOD = """---
+chapter: 04_why_decode_is_bound   # the notebook's stem
+title: A deck
+---
+
+# A deck
+Chapter 4
+
+- one objective
+""" + "".join(f"\n---\n\n## Slide {i}\n- a point\n\nNote:\nWhat we say.\n" for i in range(2, 12)) + """
+---
+
+## A figure
+![Figure 4.2. A caption.](figure:4.2)
+"""
+
+
+def test_the_parser_reads_headings_notes_figures_and_math():
+    deck = slides.parse_deck(GOOD, "slides/04.md")
+    assert (deck.chapter, deck.title, len(deck.slides)) == ("04_why_decode_is_bound", "A deck", 12)
+    assert deck.slides[1].heading == "Slide 2" and deck.slides[1].notes == "What we say."
+    assert deck.slides[1].body == "- a point"
+    assert deck.slides[-1].figure == "4.2" and deck.slides[-1].caption == "A caption."
+    assert deck.figures == ["4.2"]
+    html = slides.render_markdown("- $a_1 < b$ and $$x = \\frac{1}{2}$$")
+    assert "$a_1 &lt; b$" in html and "$$x = \\frac{1}{2}$$" in html and "<em>" not in html
+    # a fenced block's "---" is not a slide break
+    fenced = GOOD.replace("- a point\n", "- a point\n```\n---\n```\n", 1)
+    assert len(slides.parse_deck(fenced).slides) == 12
+
+
+def test_the_built_page_carries_notes_labels_and_no_remote_asset():
+    deck = slides.parse_deck(GOOD, "slides/04.md")
+    page = slides.deck_html(deck)
+    assert page.count("<section") == 12 and page.count('<aside class="notes">') == 10
+    assert '<span class="llm-label">Figure 4.2.</span> A caption.' in page
+    assert not re.search(r"""(?:src|href)=["']?(?:https?:)?//""", page)
+    assert 'src="mathjax/tex-chtml.js"' in page and "dist/plugin/notes.js" in page
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda t: t.replace("chapter: 04_why_decode_is_bound   # the notebook's stem\n", ""),
+     "lacks the key 'chapter'"),
+    (lambda t: t.replace("title: A deck\n", ""), "lacks the key 'title'"),
+    (lambda t: t.replace("title: A deck\n", "title: A deck\ntheme: dark\n"),
+     "unknown front-matter key 'theme'"),
+    (lambda t: t.replace("chapter: 04_why_decode_is_bound", "chapter: why_decode"), "notebook's stem"),
+    (lambda t: t[4:], "open with a front matter"),
+    (lambda t: t.replace("# A deck\n", "## A deck\n"), "slide 1: the title slide must begin"),
+    (lambda t: t.replace("## Slide 3\n", "Slide 3\n"), "slide 3: a slide must begin with a '## '"),
+    (lambda t: t.replace("## Slide 3\n- a point\n", "## Slide 3\n- a point\n## Another\n"),
+     "slide 3 (Slide 3): a second heading"),
+    (lambda t: t.replace("![Figure 4.2. A caption.]", "![A caption.]"),
+     "slide 12 (A figure): the alt text of figure:4.2 must start with 'Figure 4.2. '"),
+    (lambda t: t.replace("![Figure 4.2. A caption.]", "![Figure 4.3. A caption.]"),
+     "must start with 'Figure 4.2. '"),
+    (lambda t: t.replace("(figure:4.2)", "(figure:4.2)\n\n- and a point"), "must be alone on its slide"),
+    (lambda t: t.replace("(figure:4.2)", "(plot.png)"), "image target 'plot.png'"),
+    (lambda t: t.replace("- a point", "- a {term}`roofline`", 1), "MyST markup"),
+    (lambda t: t + "\n---\n\n---\n\n## After\n", "an empty slide"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_a_bad_source_is_one_line_naming_the_deck_and_slide(edit, match):
+    one_line(lambda: slides.parse_deck(edit(GOOD), "slides/04.md"), "slides/04.md", match)
+
+
+def test_a_deck_is_held_against_its_chapter():
+    nb = nbformat.read(ROOT / "notebooks" / "04_why_decode_is_bound.ipynb", as_version=4)
+    assert slides.chapter_figures(nb) == {f"4.{i}": slides.chapter_figures(nb)[f"4.{i}"] for i in range(1, 7)}
+    slides.check_deck(slides.parse_deck(GOOD, "slides/04.md"), nb)
+    missing = GOOD.replace("4.2", "4.9")
+    one_line(lambda: slides.check_deck(slides.parse_deck(missing, "slides/04.md"), nb),
+             "slides/04.md, slide 12 (A figure): figure:4.9", "has no Figure 4.9", "4.1, 4.2, 4.3")
+    short = GOOD.split("\n---\n\n## Slide 11")[0]
+    one_line(lambda: slides.check_deck(slides.parse_deck(short, "slides/04.md"), nb),
+             "slides/04.md: 10 slides; a deck has 12 to 25")
+    long = GOOD + "".join(f"\n---\n\n## More {i}\n- x\n" for i in range(14))
+    one_line(lambda: slides.check_deck(slides.parse_deck(long, "slides/04.md"), nb), "26 slides")
+
+
+def test_the_build_refuses_a_bad_deck_before_it_writes(tmp_path):
+    decks = tmp_path / "slides"
+    decks.mkdir()
+    (decks / "04.md").write_text(GOOD.replace("4.2", "4.9"))
+    (decks / "README.md").write_text("not a deck")
+    out = tmp_path / "out"
+    one_line(lambda: slides.build(decks, ROOT / "notebooks", out), "slides/04.md, slide 12",
+             "figure:4.9")
+    (decks / "04.md").write_text(GOOD.replace("04_why_decode_is_bound", "04_why_decode"))
+    one_line(lambda: slides.build(decks, ROOT / "notebooks", out),
+             "slides/04.md: front-matter key 'chapter' is '04_why_decode'", "04_why_decode_is_bound")
+    (decks / "04.md").write_text(GOOD.replace("04_why_decode_is_bound", "03_roofline"))
+    one_line(lambda: slides.build(decks, ROOT / "notebooks", out), "not chapter 04")
+    assert not out.exists()
+
+
+# ---- the built decks, in Chromium ---------------------------------------------------------
+
+# What a slide shows, measured in the page: its text blocks and their words (a formula counts as
+# one word), its text's last character, its visible text (for raw document names), every visible
+# element past the slide's edge, every image and whether it sits under a "Figure N.M" label.
+CHECK_JS = """(index) => {
+  const slide = Reveal.getSlides()[index];
+  const at = Reveal.getIndices(slide);
+  Reveal.slide(at.h, at.v);
+  const visible = e => { const s = getComputedStyle(e); return e.getClientRects().length > 0
+      && s.visibility !== 'hidden' && s.display !== 'none' && parseFloat(s.opacity) > 0; };
+  const BLOCK = 'p, li, figcaption, td, th, h1, h2, h3, h4, blockquote, pre, div';
+  const blocks = [];
+  for (const b of slide.querySelectorAll(BLOCK)) {
+    if (b.closest('aside.notes, mjx-container') || !visible(b)) continue;
+    let words = 0;
+    const walk = n => {
+      for (const c of n.childNodes) {
+        if (c.nodeType === Node.TEXT_NODE) words += c.textContent.split(/\\s+/).filter(Boolean).length;
+        else if (c.nodeType === Node.ELEMENT_NODE) {
+          if (c.matches('mjx-container')) words += 1;
+          else if (!c.matches(BLOCK + ', ul, ol, table, aside')) walk(c);
+        }
+      }
+    };
+    walk(b);
+    if (words) blocks.push({words, text: b.innerText.trim().slice(0, 60)});
+  }
+  const box = slide.getBoundingClientRect();
+  const outside = [];
+  for (const e of slide.querySelectorAll('*')) {
+    if (e.closest('aside.notes, mjx-assistive-mml') || !visible(e)) continue;
+    const r = e.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    if (r.bottom > box.bottom + 0.5 || r.right > box.right + 0.5
+        || r.left < box.left - 0.5 || r.top < box.top - 0.5)
+      outside.push(`${e.tagName.toLowerCase()} "${(e.innerText || '').trim().slice(0, 40)}" at `
+                   + [r.left, r.right, r.top, r.bottom].map(Math.round).join(', '));
+  }
+  const figures = [...slide.querySelectorAll('img, [role=img]')].map(img => {
+    const figure = img.closest('figure');
+    const label = figure && figure.dataset.figure;
+    const caption = figure && figure.querySelector('figcaption');
+    return {label: label || null, caption: caption ? caption.innerText.trim() : '',
+            overlaps: parseInt(img.dataset.overlaps || '0'), px: parseFloat(img.dataset.minPx || 'NaN')};
+  });
+  const text = slide.innerText.trim();
+  const scrolls = slide.scrollHeight > slide.clientHeight + 1 || slide.scrollWidth > slide.clientWidth + 1;
+  const raw = text.includes('$$') || /\\\\frac\\{|\\\\times/.test(text);
+  return {blocks, text, outside: outside.slice(0, 5), figures, scrolls, raw,
+          scale: Reveal.getScale(), heading: (slide.querySelector('h1, h2') || {}).innerText || ''};
+}"""
+
+RAW_NAME = re.compile(r"\b\d{2}_[a-z0-9]+(?:_[a-z0-9]+)+\b|\S+\.ipynb\b|\b[\w-]+\.md\b")
+
+
+def slide_problems(number: int, result: dict) -> list[str]:
+    """Every rule a slide, as measured by CHECK_JS, breaks; one line each."""
+    at = f"slide {number} ({result['heading'][:40]})"
+    out = [f"{at}: a text block of {b['words']} words (at most {MAX_WORDS}): {b['text']!r}"
+           for b in result["blocks"] if b["words"] > MAX_WORDS]
+    if result["text"].endswith(":"):
+        out.append(f"{at}: its text ends with ':' and nothing after it")
+    out += [f"{at}: a raw document name {m!r}" for m in RAW_NAME.findall(result["text"])]
+    out += [f"{at}: past the slide's edge: {e}" for e in result["outside"]]
+    if result["scrolls"]:
+        out.append(f"{at}: its content scrolls")
+    if result["raw"]:
+        out.append(f"{at}: unrendered math")
+    for f in result["figures"]:
+        if not f["label"] or not f["caption"].startswith(f"Figure {f['label']}."):
+            out.append(f"{at}: a figure without its 'Figure N.M' label (caption {f['caption'][:40]!r})")
+        elif f["overlaps"]:
+            out.append(f"{at}: Figure {f['label']} has {f['overlaps']} pairs of overlapping texts")
+    return out
 
 
 @pytest.fixture(scope="module")
-def decks(tmp_path_factory):
-    import os
+def browser():
+    from test_browser import launched_chromium
 
-    from llm_roofline.course import slides
+    with launched_chromium() as b:
+        yield b
+
+
+def _npm():
+    import os
 
     if not shutil.which("npm"):
         message = "npm is not installed (apt-get install nodejs npm): the decks install reveal.js with it"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def decks(tmp_path_factory):
+    _npm()
     out = tmp_path_factory.mktemp("slides")
-    start = time.perf_counter()
-    slides.build(ROOT / "notebooks", out, execute=True)
-    DURATIONS["build"] = time.perf_counter() - start
+    slides.build(DECKS, ROOT / "notebooks", out, execute=True, jobs=2)
     return out
 
 
-@pytest.fixture(scope="module")
-def server(decks):
-    with serving(decks) as url:
-        yield url
+def show(browser, folder: Path, file: str, shots: Path | None = None) -> tuple[int, list[str]]:
+    """Open a built deck at 1280 x 720; (its slide count, every problem of every slide)."""
+    from test_browser import serving
+
+    with serving(folder) as server:
+        context = browser.new_context(viewport={"width": 1280, "height": 720})
+        page = context.new_page()
+        fetched, errors = [], []
+        local = urlparse(server).netloc
+
+        def route(r):
+            url = r.request.url
+            if urlparse(url).netloc == local or url.startswith(("data:", "blob:")):
+                r.continue_()
+            else:
+                fetched.append(url)
+                r.abort()
+
+        page.route("**/*", route)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            page.goto(f"{server}/{file}", wait_until="load")
+            page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
+            page.evaluate("MathJax.startup.promise")
+            total = page.evaluate("Reveal.getTotalSlides()")
+            problems = [f"fetched from outside: {u}" for u in fetched]
+            problems += [f"script error: {e}" for e in errors]
+            for i in range(total):
+                result = page.evaluate(CHECK_JS, i)
+                assert result["scale"] == pytest.approx(1.0, abs=0.01), "the slide is not drawn at 1280 x 720"
+                problems += slide_problems(i + 1, result)
+                if shots:
+                    page.screenshot(path=str(shots / f"{Path(file).name.split('.')[0]}-{i + 1:02d}.png"))
+        finally:
+            context.close()
+    return total, problems
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium() as b:
-        yield b
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.parametrize("path", deck_sources(), ids=lambda p: p.stem)
+def test_every_deck_reads_at_1280_by_720(browser, decks, path):
+    deck = slides.read_deck(path)
+    shots = SCREENSHOTS / "slides"
+    shots.mkdir(parents=True, exist_ok=True)
+    for old in shots.glob(f"{deck.chapter}-*.png"):
+        old.unlink()
+    total, problems = show(browser, decks, f"{deck.chapter}.slides.html", shots)
+    assert slides.SLIDES_MIN <= total <= slides.SLIDES_MAX, f"{path.name}: {total} slides"
+    assert total == len(deck.slides)
+    assert not problems, f"{path.name}:\n" + "\n".join(problems[:30])
+    print(f"\n{path.name}: {total} slides, figures {', '.join(deck.figures)}")
 
 
-def test_every_chapter_has_a_deck_without_remote_assets(decks):
-    remote = re.compile(r"""<(?:script|link|img|iframe|source)\b[^>]*"""
-                        r"""(?:src|href)=["']?(?:https?:)?//""", re.I)
-    font = re.compile(r"""@import\s+url\(\s*["']?https?:"""
-                      r"""|url\(\s*["']?https?:[^)]*\.(?:woff2?|ttf|otf|css)""", re.I)
-    for path in notebooks():
-        html = (decks / f"{path.stem}.slides.html").read_text(encoding="utf-8")
-        assert not remote.search(html), f"{path.stem}: a script, style or image from the network"
-        assert not font.search(html), f"{path.stem}: a font or style sheet from the network"
-        assert 'src="mathjax/tex-chtml.js"' in html and "node_modules/reveal.js/dist/reveal.js" in html
+BAD = """---
+chapter: 04_why_decode_is_bound
+title: A bad deck
+---
+
+# A bad deck
+Chapter 4
+
+- one objective
+
+---
+
+## Too many words
+""" + " ".join(["word"] * 46) + """
+
+---
+
+## Ends with a colon
+- the list below is missing:
+
+---
+
+## A raw name
+- open 04_why_decode_is_bound in JupyterLab, or notes.md
+
+---
+
+## Too long
+""" + "".join(f"- point {i}\n" for i in range(30)) + """
+---
+
+## A figure
+![Figure 4.2. A caption.](figure:4.2)
+"""
 
 
-# What a slide shows under MIN_PX: every visible text node's element (MathJax's glyph parts
-# aside: the formula's container is checked instead), at the size it is drawn (times Reveal's
-# scale); every figure's smallest text, from the font size and dpi its <img> records; and every
-# visible element that passes the slide's bottom or right edge, or a slide that scrolls.
-CHECK_JS = """(args) => {
-  const [index, minPx] = args;
-  const slide = Reveal.getSlides()[index];
-  const at = Reveal.getIndices(slide);
-  Reveal.slide(at.h, at.v, slide.querySelectorAll('.fragment').length);
-  const scale = Reveal.getScale();
-  const small = [], figures = [], outside = [];
-  const visible = e => { const s = getComputedStyle(e); return e.getClientRects().length > 0
-      && s.visibility !== 'hidden' && s.display !== 'none' && parseFloat(s.opacity) > 0; };
-  const walker = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT);
-  let text = 0;
-  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-    if (!n.textContent.trim()) continue;
-    let e = n.parentElement;
-    if (e.closest('script, style, aside.notes')) continue;
-    const math = e.closest('mjx-container');
-    if (math) e = math;
-    if (!visible(e)) continue;
-    text += 1;
-    const px = parseFloat(getComputedStyle(e).fontSize) * scale;
-    if (px < minPx - 0.25) small.push(`${px.toFixed(1)} px: ${e.tagName.toLowerCase()} `
-                                      + `"${n.textContent.trim().slice(0, 50)}"`);
-  }
-  for (const img of slide.querySelectorAll('.jp-OutputArea-output img')) {
-    const drawn = img.getBoundingClientRect().width;
-    const pt = parseFloat(img.dataset.minPt), dpi = parseFloat(img.dataset.dpi);
-    const px = pt * dpi / 72 * drawn / img.naturalWidth;
-    figures.push({px: Number.isFinite(px) ? px : null, overlaps: parseInt(img.dataset.overlaps || '0'),
-                  natural: [img.naturalWidth, img.naturalHeight],
-                  drawn: [Math.round(drawn), Math.round(img.getBoundingClientRect().height)]});
-  }
-  const box = slide.getBoundingClientRect();
-  for (const e of slide.querySelectorAll('*')) {
-    if (e.closest('script, style, aside.notes, mjx-assistive-mml') || !visible(e)) continue;
-    const r = e.getBoundingClientRect();
-    if (!r.width || !r.height) continue;
-    const [x0, x1, y0, y1] = [r.left, r.right, r.top, r.bottom].map(Math.round);
-    if (r.bottom > box.bottom + 0.5 || r.right > box.right + 0.5
-        || r.left < box.left - 0.5 || r.top < box.top - 0.5)
-      outside.push(`${e.tagName.toLowerCase()}.${String(e.className).split(' ')[0]}`
-                   + ` at ${x0}..${x1} x ${y0}..${y1}`);
-  }
-  const scrolls = slide.scrollHeight > slide.clientHeight + 1 || slide.scrollWidth > slide.clientWidth + 1;
-  const raw = slide.innerText.includes('$$') || /\\\\frac\\{|\\\\times/.test(slide.innerText);
-  return {small, figures, outside: outside.slice(0, 5), scrolls, text, raw, scale};
-}"""
-
-
-@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.stem)
-def test_deck_offline_counted_and_legible(browser, server, decks, path):
-    from llm_roofline.course import slides
-
-    start = time.perf_counter()
-    if path.stem in AUTOMATIC:
-        expected = slides.expected_slides(nbformat.read(path, as_version=4))
-    else:
-        expected = _tagged_slides(path)
-    assert expected > 0, f"{path.stem} selects no slides"
-
-    context = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = context.new_page()
-    outside, errors = [], []
-    local = urlparse(server).netloc
-
-    def route(r):
-        url = r.request.url
-        if urlparse(url).netloc == local or url.startswith(("data:", "file:", "blob:")):
-            r.continue_()
-        else:
-            outside.append(url)
-            r.abort()
-
-    page.route("**/*", route)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto(f"{server}/{path.stem}.slides.html", wait_until="load")
-        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)
-        page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20_000)
-        page.evaluate("MathJax.startup.promise")
-        total = page.evaluate("Reveal.getTotalSlides()")
-        # a cell too long for one slide continues on slides below it (PAGINATE_JS), marked as such
-        continued = page.evaluate("document.querySelectorAll('section.llm-continued').length")
-        assert total - continued == expected, (
-            f"{path.stem}: {total} slides ({continued} continued), {expected} selected cells")
-        shots = SCREENSHOTS / "slides"
-        shots.mkdir(parents=True, exist_ok=True)
-        for old in shots.glob(f"{path.stem}-*.png"):
-            old.unlink()
-        small, raw, figures, unfit = [], [], [], []
-        for i in range(total):
-            result = page.evaluate(CHECK_JS, [i, MIN_PX])
-            assert result["scale"] == pytest.approx(1.0, abs=0.01), "the slide is not drawn at 1280 x 720"
-            small += [f"slide {i + 1}: {s}" for s in result["small"]]
-            figures += [(i + 1, f) for f in result["figures"]]
-            unfit += [f"slide {i + 1}: {e}" for e in result["outside"]]
-            if result["scrolls"]:
-                unfit.append(f"slide {i + 1}: its content scrolls")
-            if result["raw"]:
-                raw.append(i + 1)
-            page.screenshot(path=str(shots / f"{path.stem}-{i + 1:02d}.png"))
-        assert not outside, f"{path.stem} fetched from outside: {outside}"
-        assert not errors, f"{path.stem}: script errors {errors}"
-        assert not raw, f"{path.stem}: unrendered math on slides {raw}"
-        assert not small, f"{path.stem}: text under {MIN_PX} px at 1280 x 720:\n" + "\n".join(small[:20])
-        assert not unfit, f"{path.stem}: content past the 1280 x 720 slide:\n" + "\n".join(unfit[:20])
-        unknown = [n for n, f in figures if f["px"] is None]
-        assert not unknown, f"{path.stem}: figures on slides {unknown} record no font size (data-min-pt)"
-        tiny = [f"slide {n}: {f['px']:.1f} px (drawn {f['drawn']}, natural {f['natural']})"
-                for n, f in figures if f["px"] < MIN_PX - 0.25]
-        assert not tiny, f"{path.stem}: figure text under {MIN_PX} px at 1280 x 720:\n" + "\n".join(tiny)
-    finally:
-        context.close()
-    smallest = f", smallest figure text {min(f['px'] for _, f in figures):.1f} px" if figures else ""
-    # Not a failure (yet): a figure whose texts overlap once its fonts are 24 px has too much text
-    # for a slide; the chapter's author picks a simpler figure for the deck.
-    crowded = [f"slide {n}: {f['overlaps']}" for n, f in figures if f["overlaps"]]
-    if crowded:
-        smallest += f"; pairs of overlapping texts in figures: {', '.join(crowded)}"
-    print(f"\n{path.stem}: {total} slides ({continued} continued), {len(figures)} figures{smallest}; "
-          f"checked in {time.perf_counter() - start:.1f} s (decks built in {DURATIONS['build']:.0f} s)")
+@pytest.mark.slow
+@pytest.mark.browser
+def test_each_check_fails_on_a_deck_that_breaks_it(browser, tmp_path):
+    _npm()
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "04.md").write_text(BAD)
+    out = tmp_path / "out"
+    slides.build(folder, ROOT / "notebooks", out, execute=False)
+    page = out / "04_why_decode_is_bound.slides.html"
+    # a figure that has lost its label
+    page.write_text(page.read_text().replace('<span class="llm-label">Figure 4.2.</span> A caption.',
+                                             "A caption."))
+    total, problems = show(browser, out, page.name)
+    text = "\n".join(problems)
+    assert total == 6
+    assert "slide 2 (Too many words): a text block of 46 words" in text
+    assert "slide 3 (Ends with a colon): its text ends with ':'" in text
+    assert "slide 4 (A raw name): a raw document name '04_why_decode_is_bound'" in text
+    assert "slide 4 (A raw name): a raw document name 'notes.md'" in text
+    assert "slide 5 (Too long): past the slide's edge" in text
+    assert "slide 6 (A figure): a figure without its 'Figure N.M' label" in text
+    assert not [p for p in problems if p.startswith("slide 1 ")], problems
+    overlapping = {"heading": "x", "blocks": [], "text": "x", "outside": [], "scrolls": False,
+                   "raw": False, "figures": [{"label": "4.2", "caption": "Figure 4.2. x", "overlaps": 3}]}
+    assert slide_problems(7, overlapping) == ["slide 7 (x): Figure 4.2 has 3 pairs of overlapping texts"]

@@ -1,8 +1,8 @@
-"""The slides' figure fitting and markdown clean-up, without a kernel or a browser (seconds).
+"""The slides' figure fitting, without a kernel or a browser (seconds).
 
 tests/test_slides.py checks the built decks in Chromium; this file checks the pieces it relies
 on: a figure redrawn for a slide keeps its text at 24 px or more and fits the box, the PNG
-carries the record the deck's <img> is given, and a code block survives the MyST clean-up."""
+carries the record the deck's <img> is given."""
 
 from __future__ import annotations
 
@@ -55,7 +55,15 @@ def test_a_png_without_the_record_has_none():
     plt.close(fig)
 
 
-def test_myst_fences_go_and_code_blocks_stay():
-    text = ("Intro\n```python\nx = 1\n```\nafter\n"
-            "```{admonition} Takeaways\n:class: tip\n- one\n```\n:::{note}\ninside\n:::\nend")
-    assert slides._plain_markdown(text) == "Intro\n```python\nx = 1\n```\nafter\n- one\ninside\nend"
+def test_a_crowded_figure_is_drawn_at_the_largest_size_where_no_texts_overlap():
+    clean = _book_figure()
+    record = slides.fit_for_slide(clean)
+    assert (record["min_px"], record["overlaps"]) == (24, 0)
+    crowded, ax = plt.subplots(figsize=(7, 4.5))
+    for i in range(20):  # labels close together: they overlap at 24 and 22 px, not at 20
+        ax.text(0.1, 0.05 + i * 0.035, f"label number {i}", fontsize=9, transform=ax.transAxes)
+    record = slides.fit_for_slide(crowded)
+    assert (record["min_px"], record["overlaps"]) == (20, 0)
+    assert slides.fit_figure(crowded, min_px=24)["overlaps"] > 0  # what the smaller size avoids
+    plt.close(clean)
+    plt.close(crowded)

@@ -1,56 +1,48 @@
-"""Lecture slides: a reveal.js deck per chapter, built offline with nbconvert's own slides exporter.
+"""Lecture decks: one reveal.js deck per chapter, authored as a deck in ``slides/NN.md``.
 
-An instructor runs ``make slides`` (``python -m llm_roofline.course.slides notebooks
-_build/slides``) and gets ``_build/slides/<chapter>.slides.html``, one deck per chapter, to open
-in a browser and present (arrow keys to move, ``f`` for full screen). Building needs ``npm``
-(reveal.js) and nbconvert (``requirements-dev.txt``); the finished folder needs no network.
+An instructor runs ``make slides`` (``python -m llm_roofline.course.slides slides notebooks
+_build/slides``) and gets ``_build/slides/<chapter>.slides.html`` for every deck source, and an
+``index.html`` that lists them, to open in a browser and present (arrow keys to move, ``f`` for
+full screen, ``s`` for the speaker view with the notes). Building needs ``npm`` (reveal.js) and
+nbclient; the finished folder needs no network.
 
-How a chapter becomes a deck
-    The chapter notebook chooses its slides with cell tags, so the deck follows the chapter when
-    the chapter changes: a cell tagged ``slide`` starts a new slide, ``subslide`` a slide below
-    the previous one, ``fragment`` appears on the current slide at the next key press. Every
-    untagged cell is left out. The tags are turned into nbconvert's ``slideshow.slide_type``
-    metadata in memory, at export time; the committed notebook carries the tags only.
-    Code cells show their outputs (figures, tables), never their code.
+The source
+    ``slides/NN.md`` is Markdown written for the lecture hall (``slides/README.md`` gives the
+    format): a front matter naming the ``chapter`` (its notebook's stem) and the deck's
+    ``title``; slides separated by a line holding only ``---``; each slide opens with a ``## ``
+    heading (the title slide with ``# ``); ``Note:`` on a line of its own starts the speaker
+    notes. ``![Figure 4.2. A one-line caption.](figure:4.2)`` shows the chapter's Figure 4.2.
+    :func:`parse_deck` reads a source and :func:`check_deck` holds it against its chapter; every
+    mistake is one ``ValueError`` line naming the deck, the slide and what is wrong.
 
-    A chapter with a tagged code cell is executed first, in a fresh kernel (nbclient), inside a
-    network namespace with only loopback where one can be made, so that it runs offline. Its
-    figures are redrawn for the projector (:func:`fit_figure`): each fills the slide at its
-    natural size, with its smallest text at :data:`FIGURE_MIN_PX` pixels, and records its
-    smallest font and dpi in the PNG, from which the deck's ``<img>`` gets ``data-min-pt`` and
-    ``data-dpi``. A chapter whose tagged cells are all markdown is not executed.
-
-Chapters without tags
-    Chapters 01, 02, 07 and 09 carry no slide tags yet (another contributor was editing them when the
-    decks were added). For a notebook with no tag at all the deck falls back to an automatic
-    selection, from the markdown alone: the title cell, every cell that opens with a section
-    heading (``## ...``) other than the exercises, and the takeaways, each one slide. Tagging
-    any cell of such a chapter switches it to the tagged selection.
+The figures
+    A chapter figure is drawn by the code cell just before the markdown cell that starts with
+    ``**Figure N.M.**``. The chapter is executed once, in a fresh kernel (nbclient), inside a
+    network namespace with only loopback where one can be made, so that it runs offline; only
+    the cells of the figures a deck shows are drawn for the projector (:func:`fit_figure`):
+    each fills the slide's figure box at its natural size, its smallest text at 24 px, or at
+    22, 20 or 18 px where the texts would overlap at 24 (:data:`FIGURE_TEXT_PX`). The PNG
+    records its smallest font, dpi and overlapping texts, which the deck's ``<img>`` carries
+    (``data-min-px``, ``data-overlaps``) for the test. So the deck's figures are the chapter's,
+    computed by the library of the day: one source of numbers.
 
 Offline and legible
-    reveal.js is installed from the npm registry at build time (``npm install --prefix
-    <out> reveal.js@REVEAL_VERSION``) and MathJax 3 is copied from the ``sphinx-mathjax-offline``
-    package the book already uses; the deck loads both by relative paths and references no
-    http(s) URL for scripts, styles or fonts (nbconvert's reveal template would pull require.js,
-    jQuery, mermaid and MathJax from CDNs: :data:`TEMPLATE` replaces those blocks). The slide is
-    1280 x 720 CSS pixels, body text 28 px and no text under 24 px (:data:`CSS`); MyST roles and
-    directive fences, which nbconvert's markdown does not know, are reduced to their text (a code
-    block keeps its fences).
-
-Fitting the slide
-    Nothing is shrunk to fit: reveal.js draws the slide at scale 1. A figure is drawn for the
-    slide (:func:`fit_figure`) and shown at its natural size, its smallest text 24 px. A cell too
-    long for one slide continues on slides below it (:data:`PAGINATE_JS`, in the browser, once the
-    math and the fonts are laid out), split between paragraphs, list items or table rows; such a
-    slide carries the class ``llm-continued``, so that the deck still has one slide per tagged
-    cell besides them.
+    reveal.js is installed from the npm registry at build time (``npm install --prefix <out>
+    reveal.js@REVEAL_VERSION``), with its notes plugin, and MathJax 3 is copied from the
+    ``sphinx-mathjax-offline`` package the book already uses; the deck loads both by relative
+    paths and references no http(s) URL. The slide is 1280 x 720 CSS pixels, drawn at scale 1,
+    body text 30 px, display equations larger (:data:`CSS`). Nothing is shrunk or split to fit:
+    a deck is written to fit, and ``tests/test_slides.py`` renders every deck in Chromium and
+    fails on anything past the slide's edge.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import difflib
+import html
 import importlib.metadata
 import json
 import os
@@ -69,6 +61,7 @@ from ..validate import (
     destination,
     integer,
     names,
+    read_bytes,
     read_json,
     replaceable,
     shorten,
@@ -78,210 +71,396 @@ from ..validate import (
 )
 
 __all__ = [
-    "SLIDE_TAGS", "REVEAL_VERSION", "FIGURE_BOX", "FIGURE_MIN_PX", "FIGURE_PAD", "PNG_KEY", "CSS",
-    "PAGINATE_JS", "TEMPLATE", "fit_figure", "use_slide_figures", "png_record",
-    "slide_types", "is_tagged", "expected_slides", "deck_notebook", "export_deck",
-    "install_reveal", "install_mathjax", "build", "main", "MARK",
+    "REVEAL_VERSION", "FIGURE_BOX", "FIGURE_MIN_PX", "FIGURE_TEXT_PX", "FIGURE_PAD", "PNG_KEY",
+    "CSS", "SLIDES_MIN", "SLIDES_MAX", "Slide", "Deck", "parse_deck", "read_deck",
+    "chapter_figures", "check_deck", "render_markdown", "deck_html", "index_html",
+    "figure_images", "fit_figure", "fit_for_slide", "use_slide_figures", "fitting",
+    "png_record", "install_reveal", "install_mathjax", "build", "main", "MARK",
 ]
 
-#: The cell tags that select a cell, and the nbconvert slide type each one becomes.
-SLIDE_TAGS = ("slide", "subslide", "fragment")
-
-#: reveal.js from the npm registry, pinned; its UMD build is ``dist/reveal.js``.
+#: reveal.js from the npm registry, pinned; its UMD build is ``dist/reveal.js``, its notes
+#: plugin ``dist/plugin/notes.js``.
 REVEAL_VERSION = "6.0.2"
 
-#: The box a figure is drawn in on a slide, CSS pixels: the 1280 x 720 slide less its padding and a margin.
-FIGURE_BOX = (1190, 676)
+#: The box a figure is drawn in, CSS pixels: the 1280 x 720 slide less its padding, a one-line
+#: heading and a caption of up to two lines.
+FIGURE_BOX = (1200, 536)
 
-#: The smallest figure text, in CSS pixels as the slide draws it (the deck's floor is 24 px).
+#: The smallest figure text, in CSS pixels as the slide draws it, when nothing overlaps at it.
 FIGURE_MIN_PX = 24
+
+#: The sizes tried for a figure's smallest text, largest first: the first at which no two of
+#: its texts overlap is kept (a figure crowded even at the last is drawn at it, and the test
+#: reports it).
+FIGURE_TEXT_PX = (24, 22, 20, 18)
 
 #: The white margin around a slide's figure, inches (Matplotlib's 0.1 would be 20 px at the slides' dpi).
 FIGURE_PAD = 0.03
 
-#: The PNG text chunk in which a slide figure records its smallest font (pt) and its dpi.
+#: The PNG text chunk in which a slide figure records its smallest font (pt), dpi and overlaps.
 PNG_KEY = "llm-slides"
 
-#: The projector override: a 1280 x 720 slide, body text 28 px, nothing visible under 24 px.
+#: A deck's length, in slides: the issue's 12 to 25.
+SLIDES_MIN, SLIDES_MAX = 12, 25
+
+#: The projector's style: a 1280 x 720 slide, body text 30 px, display equations larger.
 CSS = """
-.reveal { font-size: 28px; }
+.reveal { font-size: 30px; }
 .reveal .slides { text-align: left; }
-html .reveal .slides section { height: 720px; overflow-y: auto; padding: 16px 40px; box-sizing: border-box; }
-/* nbconvert nests each slide in a stack: the inner section is the slide and takes the padding. */
-html .reveal .slides > section.stack { padding: 0; overflow: visible; }
-html .reveal .slides h1, html .reveal .slides h2, html .reveal .slides h3 { text-transform: none; }
-/* Every element at least 24 px and at least its parent's size; MathJax sizes its own glyphs. */
-:where(.reveal .slides) :where(:not(mjx-container, mjx-container *)) { font-size: max(24px, 1em); }
-.reveal .slides h1 { font-size: 52px; } .reveal .slides h2 { font-size: 42px; }
-.reveal .slides h3 { font-size: 34px; }
-.reveal .slides p, .reveal .slides li, .reveal .slides .jp-RenderedHTMLCommon { font-size: 28px; }
-.reveal .slides table { font-size: 26px; margin: 0; }
-.reveal .slides td, .reveal .slides th { font-size: 26px; padding: 4px 10px; }
-.reveal .slides code, .reveal .slides pre, .reveal .slides pre * { font-size: 26px; }
-.reveal .slides pre { width: 100%; box-shadow: none; }
-.reveal .slides sub, .reveal .slides sup { font-size: 24px; }
-.reveal .slides .jp-RenderedHTMLCommon { --jp-content-font-size1: 28px; --jp-code-font-size: 26px; }
-/* A figure is drawn at its natural size (fit_figure made it for the slide), never scaled up. */
-.reveal .slides .jp-OutputArea-output img, .reveal .slides .jp-RenderedImage img {
-  display: block; width: auto; height: auto; max-width: 100%; max-height: 688px; margin: 0 auto; }
-.reveal .slides .jp-RenderedImage { width: 100%; margin: 0; padding: 0; }
-/* JupyterLab's cell and output wrappers add no space of their own: the slide's padding is the margin. */
-.reveal .slides .jp-Cell, .reveal .slides .jp-Cell-inputWrapper, .reveal .slides .jp-InputArea,
-.reveal .slides .jp-Cell-outputWrapper, .reveal .slides .jp-OutputArea, .reveal .slides .jp-OutputArea-child,
-.reveal .slides .jp-RenderedHTMLCommon { margin: 0; padding: 0; }
-.reveal .slides .jp-RenderedHTMLCommon > :last-child { margin-bottom: 0; }
-/* While PAGINATE_JS measures: every slide laid out at its width, its height whatever its content. */
-.reveal.llm-measure .slides { width: 1280px !important; }
-.reveal.llm-measure .slides > section { padding: 0 !important; }
-.reveal.llm-measure .slides > section, .reveal.llm-measure .slides > section > section {
-  display: block !important; position: relative !important; height: auto !important; visibility: hidden; }
+html .reveal .slides section { height: 720px; padding: 22px 40px; box-sizing: border-box;
+  overflow: hidden; }
+.reveal .slides h1, .reveal .slides h2, .reveal .slides h3 { text-transform: none;
+  letter-spacing: normal; line-height: 1.15; }
+.reveal .slides h1 { font-size: 54px; margin: 40px 0 16px; }
+.reveal .slides h2 { font-size: 42px; margin: 0 0 18px; }
+.reveal .slides h3 { font-size: 34px; margin: 0 0 12px; }
+.reveal .slides p, .reveal .slides li { font-size: 30px; line-height: 1.3; }
+.reveal .slides p { margin: 0 0 16px; }
+.reveal .slides ul, .reveal .slides ol { margin: 0 0 16px 1.1em; display: block; }
+.reveal .slides li { margin: 0 0 12px; }
+.reveal .slides li > ul, .reveal .slides li > ol { margin: 8px 0 0 1em; }
+.reveal .slides table { font-size: 26px; margin: 0 0 16px; border-collapse: collapse; }
+.reveal .slides td, .reveal .slides th { font-size: 26px; padding: 6px 14px; }
+.reveal .slides code { font-size: 0.9em; }
+.reveal .slides strong { font-weight: 700; }
+/* A display equation, large: the derivation is read from the back of the room. */
+.reveal .slides mjx-container[display="true"] { font-size: 145%; margin: 20px 0; }
+.reveal .slides .llm-subtitle { color: #555; margin-bottom: 28px; }
+.reveal .slides section.llm-title li { font-size: 28px; margin-bottom: 8px; }
+/* A chapter figure: its heading, the figure at its natural size, its label and one-line caption. */
+.reveal .slides figure { margin: 0; text-align: center; }
+.reveal .slides figure img { display: block; margin: 0 auto; max-width: 100%; max-height: 536px;
+  width: auto; height: auto; border: 0; box-shadow: none; }
+.reveal .slides figcaption { font-size: 24px; line-height: 1.3; margin-top: 8px; color: #333;
+  text-align: center; }
+.reveal .slides figcaption .llm-label { font-weight: 700; }
+.reveal .slides .llm-placeholder { height: 480px; border: 3px dashed #999; display: flex;
+  align-items: center; justify-content: center; color: #666; }
 """
 
-#: nbconvert's reveal template with every remote script replaced by local files.
-TEMPLATE = """{%- extends 'index.html.j2' -%}
-{%- block html_head_js -%}{%- endblock html_head_js -%}
-{% block jupyter_widgets %}{% endblock jupyter_widgets %}
-{%- block html_head_js_mathjax -%}
+_FIGURE_CAPTION = re.compile(r"\s*\*\*Figure (\d+\.\d+)\.\*\*")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]*)\)")
+_FIGURE_TARGET = re.compile(r"figure:(\d+)\.(\d+)")
+_MYST = re.compile(r"\{(?:term|doc|ref|numref|eq|abbr|cite(?::[pt])?|glue(?::\w+)?)\}`"
+                   r"|^\s*(?:```|:::)\s*\{", re.M)
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+FRONT_KEYS = ("chapter", "title")
+
+
+@dataclasses.dataclass(frozen=True)
+class Slide:
+    """One slide of a deck source: its number (1 is the title), heading, body and notes
+    (Markdown), the chapter figure it shows (``"4.2"``) with that figure's caption, and the
+    line of the source it starts on."""
+
+    number: int
+    heading: str
+    body: str
+    notes: str
+    figure: str | None = None
+    caption: str = ""
+    line: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Deck:
+    """A parsed deck source: its name (``slides/04.md``), the chapter's notebook stem, the
+    title and the slides."""
+
+    name: str
+    chapter: str
+    title: str
+    slides: tuple[Slide, ...]
+
+    @property
+    def figures(self) -> list[str]:
+        """The chapter figures the deck shows, in order (``["4.1", "4.2"]``)."""
+        return [s.figure for s in self.slides if s.figure]
+
+
+class _Error(ValueError):
+    pass
+
+
+def _fail(deck: str, what: str, slide: Slide | int | None = None, heading: str = "") -> _Error:
+    """The one message of a bad deck: the deck, the slide (number and heading), what is wrong."""
+    if isinstance(slide, Slide):
+        slide, heading = slide.number, slide.heading
+    short = heading if len(heading) <= 50 else heading[:49] + "…"
+    where = "" if slide is None else f", slide {slide}" + (f" ({short})" if heading else "")
+    return _Error(f"{deck}{where}: {what}")
+
+
+def _front_matter(name: str, lines: list[str]) -> tuple[dict, int]:
+    """The front matter's keys and the index of the line after it."""
+    import yaml
+
+    if not lines or lines[0].strip() != "---":
+        raise _fail(name, "the source must open with a front matter: a line '---', "
+                    "'chapter: NN_name' and 'title: ...', and a closing '---'")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+    except StopIteration:
+        raise _fail(name, "the front matter has no closing '---' line") from None
+    try:
+        meta = yaml.safe_load("\n".join(lines[1:end])) or {}
+    except yaml.YAMLError as err:
+        problem = str(getattr(err, "problem", "") or type(err).__name__)
+        raise _fail(name, f"the front matter is not valid YAML ({problem})") from None
+    if not isinstance(meta, dict):
+        raise _fail(name, f"the front matter must be keys and values ({', '.join(FRONT_KEYS)}), "
+                    f"got {shorten(meta)}")
+    for key in meta:
+        if key not in FRONT_KEYS:
+            raise _fail(name, f"unknown front-matter key {shorten(key)}; allowed: {', '.join(FRONT_KEYS)}")
+    for key in FRONT_KEYS:
+        if key not in meta:
+            raise _fail(name, f"the front matter lacks the key {key!r} (it needs {', '.join(FRONT_KEYS)})")
+        if not isinstance(meta[key], str) or not meta[key].strip():
+            raise _fail(name, f"front-matter key {key!r} must be non-empty text, got {shorten(meta[key])}")
+    if not re.fullmatch(r"\d{2}_[a-z0-9_]+", meta["chapter"]):
+        raise _fail(name, f"front-matter key 'chapter' must be a notebook's stem such as "
+                    f"'04_why_decode_is_bound', got {shorten(meta['chapter'])}")
+    return {k: meta[k].strip() for k in FRONT_KEYS}, end + 1
+
+
+def _split(lines: list[str], start: int) -> list[tuple[int, list[str]]]:
+    """The slides' lines, split at lines holding only ``---`` outside fenced code."""
+    chunks, current, first, fence = [], [], start, None
+    for i in range(start, len(lines)):
+        line = lines[i]
+        m = _FENCE.match(line)
+        if m:
+            fence = None if fence and m.group(1)[0] == fence else (fence or m.group(1)[0])
+        if fence is None and line.strip() == "---":
+            chunks.append((first, current))
+            current, first = [], i + 1
+            continue
+        current.append(line)
+    chunks.append((first, current))
+    return chunks
+
+
+def parse_deck(text: str, name: str = "deck") -> Deck:
+    """A deck source read into a :class:`Deck`; a bad one is one ``ValueError`` line naming
+    ``name``, the slide and what is wrong (see ``slides/README.md`` for the format)."""
+    if not isinstance(name, str):
+        raise ValueError(f"name must be the deck's name, text, got {shorten(name)}")
+    if not isinstance(text, str):
+        raise ValueError(f"text must be the deck's Markdown source, text, got {shorten(text)}")
+    lines = text.replace("\r\n", "\n").split("\n")
+    meta, start = _front_matter(name, lines)
+    slides = []
+    for first, chunk in _split(lines, start):
+        while chunk and not chunk[0].strip():
+            chunk, first = chunk[1:], first + 1
+        while chunk and not chunk[-1].strip():
+            chunk = chunk[:-1]
+        number = len(slides) + 1
+        if not chunk:
+            raise _fail(name, f"an empty slide (line {first + 1}: two '---' lines with nothing "
+                        "between)", number)
+        head = chunk[0]
+        marker = "# " if number == 1 else "## "
+        if not head.startswith(marker) or not head[len(marker):].strip():
+            want = "the title slide must begin with a '# ' heading" if number == 1 else \
+                "a slide must begin with a '## ' heading"
+            raise _fail(name, f"{want}, got {shorten(head)} (line {first + 1})", number)
+        heading = head[len(marker):].strip()
+        rest = chunk[1:]
+        notes_at = next((i for i, ln in enumerate(rest) if ln.strip() == "Note:"), None)
+        body_lines = rest if notes_at is None else rest[:notes_at]
+        notes = "" if notes_at is None else "\n".join(rest[notes_at + 1:]).strip()
+        body = "\n".join(body_lines).strip()
+        slide = Slide(number, heading, body, notes, line=first + 1)
+        for ln in body_lines:
+            if re.match(r"#{1,2} ", ln):
+                raise _fail(name, f"a second heading {shorten(ln.strip())}: one heading a slide "
+                            "(start a new slide with a '---' line)", slide)
+        for part, what in ((heading, "heading"), (body, "text"), (notes, "notes")):
+            if _MYST.search(part):
+                raise _fail(name, f"MyST markup ({shorten(_MYST.search(part).group(0))}) in its {what}: "
+                            "a deck is plain Markdown (write the words, not a role)", slide)
+        images = _IMAGE.findall(body)
+        if images:
+            alt, target = images[0]
+            m = _FIGURE_TARGET.fullmatch(target)
+            if not m:
+                raise _fail(name, f"image target {shorten(target)}: a deck shows only the chapter's "
+                            "figures, as ![Figure N.M. caption](figure:N.M)", slide)
+            label = f"{int(m.group(1))}.{int(m.group(2))}"
+            if len(images) > 1 or _IMAGE.sub("", body).strip():
+                raise _fail(name, f"figure:{label} must be alone on its slide with its heading "
+                            "(one figure a slide; anything else goes to the notes)", slide)
+            if not alt.startswith(f"Figure {label}. ") or not alt[len(f"Figure {label}. "):].strip():
+                raise _fail(name, f"the alt text of figure:{label} must start with 'Figure {label}. ' "
+                            f"and go on with a one-line caption, got {shorten(alt)}", slide)
+            slide = dataclasses.replace(slide, figure=label, caption=alt[len(f"Figure {label}. "):].strip())
+        slides.append(slide)
+    if not slides:
+        raise _fail(name, "the deck has no slides after its front matter")
+    return Deck(name, meta["chapter"], meta["title"], tuple(slides))
+
+
+def read_deck(path) -> Deck:
+    """The deck source at ``path``, parsed (:func:`parse_deck`), named ``slides/NN.md``; its
+    ``NN`` must be its chapter's number."""
+    path = Path(path) if isinstance(path, str | os.PathLike) else path
+    raw = read_bytes("deck", path, cap=2_000_000)
+    name = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _fail(name, f"not UTF-8 text (byte {err.start})") from None
+    deck = parse_deck(text, name)
+    if re.fullmatch(r"\d{2}", path.stem) and not deck.chapter.startswith(path.stem + "_"):
+        raise _fail(name, f"front-matter key 'chapter' is {deck.chapter!r}, which is not chapter "
+                    f"{path.stem}: a deck is named for its chapter's number")
+    return deck
+
+
+def chapter_figures(nb) -> dict[str, int]:
+    """Each figure of a chapter (``"4.2"``) and the index of the code cell that draws it: the
+    cell just before the markdown cell that starts with ``**Figure 4.2.**``."""
+    nb = _notebook("nb", nb)
+    found = {}
+    for i, cell in enumerate(nb.cells):
+        m = _FIGURE_CAPTION.match(cell.source) if cell.cell_type == "markdown" else None
+        if m and i > 0 and nb.cells[i - 1].cell_type == "code":
+            found[m.group(1)] = i - 1
+    return found
+
+
+def check_deck(deck: Deck, nb) -> None:
+    """Hold a deck against its chapter: its length in slides, and every ``figure:N.M`` a
+    figure the chapter draws; a mistake is one ``ValueError`` line naming the deck and slide."""
+    figures = chapter_figures(nb)
+    count = len(deck.slides)
+    if not SLIDES_MIN <= count <= SLIDES_MAX:
+        raise _fail(deck.name, f"{count} slides; a deck has {SLIDES_MIN} to {SLIDES_MAX}")
+    for slide in deck.slides:
+        if slide.figure and slide.figure not in figures:
+            have = ", ".join(sorted(figures, key=lambda f: tuple(map(int, f.split("."))))) or "none"
+            raise _fail(deck.name, f"figure:{slide.figure}: chapter {deck.chapter} has no Figure "
+                        f"{slide.figure} (its figures: {have})", slide)
+    seen = [s.figure for s in deck.slides if s.figure]
+    twice = sorted({f for f in seen if seen.count(f) > 1})
+    if twice:
+        raise _fail(deck.name, f"Figure {twice[0]} is shown twice: once a deck")
+
+
+_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+?\$", re.S)
+
+
+def render_markdown(text: str) -> str:
+    """A slide's Markdown as HTML (CommonMark and tables), its ``$...$`` and ``$$...$$`` kept
+    for MathJax as they are written."""
+    from markdown_it import MarkdownIt
+
+    maths: list[str] = []
+
+    def keep(m):
+        maths.append(m.group(0))
+        return f"LLMMATH{len(maths) - 1}X"
+
+    protected = _MATH.sub(keep, text)
+    out = MarkdownIt("commonmark", {"html": False}).enable("table").render(protected)
+    return re.sub(r"LLMMATH(\d+)X", lambda m: html.escape(maths[int(m.group(1))], quote=False), out)
+
+
+def _slide_html(deck: Deck, slide: Slide, images: dict) -> str:
+    notes = f'\n<aside class="notes">{render_markdown(slide.notes)}</aside>' if slide.notes else ""
+    if slide.number == 1:
+        heading = f"<h1>{render_markdown(slide.heading)[3:-5]}</h1>"
+        body = render_markdown(slide.body)
+        body = body.replace("<p>", '<p class="llm-subtitle">', 1) if body.startswith("<p>") else body
+        return f'<section class="llm-title" data-slide="1">\n{heading}\n{body}{notes}\n</section>'
+    heading = f"<h2>{render_markdown(slide.heading)[3:-5]}</h2>"
+    if slide.figure:
+        label = f"Figure {slide.figure}."
+        alt = html.escape(f"{label} {slide.caption}")
+        image = images.get(slide.figure)
+        if image:
+            record = image["record"]
+            attrs = " ".join(f'data-{k}="{html.escape(str(record.get(r)))}"' for k, r in (
+                ("min-pt", "min_pt"), ("dpi", "dpi"), ("min-px", "min_px"), ("overlaps", "overlaps")))
+            shown = f'<img src="data:image/png;base64,{image["png"]}" alt="{alt}" {attrs}>'
+        else:
+            shown = (f'<div class="llm-placeholder" role="img" aria-label="{alt}">'
+                     f"{html.escape(label)} (not drawn)</div>")
+        caption = render_markdown(slide.caption)[3:-5]
+        body = (f'<figure data-figure="{slide.figure}">{shown}\n<figcaption><span class="llm-label">'
+                f"{label}</span> {caption}</figcaption></figure>")
+        return (f'<section class="llm-figure" data-slide="{slide.number}">\n{heading}\n{body}'
+                f"{notes}\n</section>")
+    return (f'<section data-slide="{slide.number}">\n{heading}\n{render_markdown(slide.body)}'
+            f"{notes}\n</section>")
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="generator" content="{mark}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<link rel="stylesheet" href="{reveal}/dist/reveal.css">
+<link rel="stylesheet" href="{reveal}/dist/theme/white.css">
+<style>{css}</style>
 <script>
-window.MathJax = {
-  tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], displayMath: [['$$', '$$'], ['\\\\[', '\\\\]']],
-        processEscapes: true, processEnvironments: true},
-  options: {ignoreHtmlClass: 'tex2jax_ignore', processHtmlClass: 'tex2jax_process'},
-  chtml: {minScale: 0.9}
-};
+window.MathJax = {{
+  tex: {{inlineMath: [['$', '$']], displayMath: [['$$', '$$']], processEscapes: true}},
+  chtml: {{minScale: 0.9}}
+}};
 </script>
 <script src="mathjax/tex-chtml.js"></script>
-{%- endblock html_head_js_mathjax -%}
-{% block data_png scoped %}
-{%- set record = (output.metadata.get('image/png') or {}).get('slide_figure') -%}
-<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
-<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
-{%- if record and record.min_pt %} data-min-pt="{{ record.min_pt }}" data-dpi="{{ record.dpi }}"
- data-overlaps="{{ record.overlaps or 0 }}"{% endif %}
- alt="{{ (record.alt if record and record.alt else 'A figure of the chapter') | escape_html }}">
-</div>
-{%- endblock data_png %}
-{%- block html_head_css -%}
-<style type="text/css">{{ resources.slides_css }}</style>
-{%- endblock html_head_css -%}
-{% block footer_js %}
-<script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
+</head>
+<body>
+<div class="reveal"><div class="slides">
+{slides}
+</div></div>
+<script src="{reveal}/dist/reveal.js"></script>
+<script src="{reveal}/dist/plugin/notes.js"></script>
 <script>
-{{ resources.paginate_js }}
 const images = [...document.images].map(i => i.decode().catch(() => null));
 const typeset = window.MathJax && MathJax.startup ? MathJax.startup.promise : null;
-// the deck starts even if the split fails: a long slide then scrolls, which the test reports
-Promise.all([document.fonts.ready, typeset, ...images]).then(paginate).catch(e => console.error(e)).then(() =>
-  Reveal.initialize({
+Promise.all([document.fonts.ready, typeset, ...images]).catch(e => console.error(e)).then(() =>
+  Reveal.initialize({{
     controls: true, progress: true, hash: true, center: false, slideNumber: 'c/t',
-    transition: 'none', width: 1280, height: 720, margin: 0
-  }));
+    transition: 'none', width: 1280, height: 720, margin: 0, minScale: 0.2, maxScale: 2.0,
+    plugins: [RevealNotes]
+  }}));
 </script>
-{% endblock footer_js %}
+</body>
+</html>
 """
 
-#: A slide taller than 720 px continues on slides below it (class ``llm-continued``), split between
-#: blocks: paragraphs, headings, list items, table rows (the header repeated), outputs. It runs in
-#: the browser once MathJax, the fonts and the images are ready, before reveal.js starts, so the
-#: split is where the reader's browser breaks the lines. A block taller than a slide on its own
-#: (which the test reports) is left whole.
-PAGINATE_JS = """
-async function paginate() {
-  const reveal = document.querySelector('.reveal');
-  reveal.classList.add('llm-measure');
-  await document.fonts.ready;  // the slides' fonts start loading only once the slides are laid out
-  const container = 'div, ul, ol, blockquote, table, tbody, details';
-  const blocks = root => {
-    const out = [];
-    const walk = e => {
-      for (const c of e.children) {
-        if (c.matches('script, style, aside.notes, thead, .jp-Collapser, .jp-InputPrompt, .jp-OutputPrompt')
-            || (c.matches('div') && !c.children.length && !c.textContent.trim())) continue;
-        if (c.matches(container) && !c.matches('.jp-RenderedImage') && c.children.length) walk(c);
-        else out.push(c);
-      }
-    };
-    walk(root);
-    return out;
-  };
-  const splitAt = (section, node) => {
-    // a list, table or cell whose first block moves goes whole, leaving no empty box behind
-    while (node.parentElement !== section && !node.previousElementSibling) node = node.parentElement;
-    const path = [];
-    for (let n = node; n !== section; n = n.parentElement) path.unshift(n);
-    const next = section.cloneNode(false);
-    next.removeAttribute('id');
-    let into = next;
-    path.forEach((n, i) => {
-      if (i === path.length - 1) {
-        for (let s = n; s; ) { const after = s.nextSibling; into.appendChild(s); s = after; }
-        return;
-      }
-      const copy = n.cloneNode(false);
-      copy.removeAttribute('id');
-      if (n.tagName === 'TABLE' && n.tHead) copy.appendChild(n.tHead.cloneNode(true));
-      if (n.tagName === 'OL') copy.start = (n.start || 1) + [...n.children].indexOf(path[i + 1]);
-      into.appendChild(copy);
-      for (let s = n.nextSibling; s; ) { const after = s.nextSibling; into.appendChild(s); s = after; }
-      into = copy;
-    });
-    return next;
-  };
-  for (const first of document.querySelectorAll('.reveal .slides > section > section')) {
-    let section = first;
-    for (;;) {
-      const top = section.getBoundingClientRect().top;
-      const limit = 720 - parseFloat(getComputedStyle(section).paddingBottom);
-      const all = blocks(section);
-      const over = all.findIndex(b => b.getBoundingClientRect().bottom - top > limit);
-      if (over <= 0) break;
-      const next = splitAt(section, all[over]);
-      next.classList.add('llm-continued');
-      section.after(next);
-      section = next;
-    }
-  }
-  reveal.classList.remove('llm-measure');
-}
-"""
 
-_ROLE = re.compile(r"\{(?:term|doc|ref|numref|eq|abbr)\}`([^`<]*?)(?:\s*<[^`>]*>)?`")
-_CITE = re.compile(r"\s*\{cite(?::[pt])?\}`[^`]*`")
-_FENCE = re.compile(r"^\s*(`{3,}|:{3,})\s*(.*?)\s*$")
-_OPTION = re.compile(r"^:[\w-]+:.*$")
-_TARGET = re.compile(r"^\(([\w-]+)\)=\s*$")
+def deck_html(deck: Deck, images: dict | None = None, reveal_prefix: str = "node_modules/reveal.js") -> str:
+    """The deck's HTML page: a ``<section>`` a slide with its notes in ``<aside class="notes">``,
+    reveal.js and MathJax by relative paths. ``images`` maps a figure (``"4.2"``) to its
+    ``{"png": base64, "record": {...}}`` (:func:`figure_images`); a figure missing from it is
+    drawn as a labelled placeholder (a build without execution)."""
+    images = images or {}
+    slides = "\n".join(_slide_html(deck, s, images) for s in deck.slides)
+    return _PAGE.format(mark=MARK, title=html.escape(deck.title), reveal=reveal_prefix, css=CSS,
+                        slides=slides)
 
 
-def slide_types(nb) -> list[str | None]:
-    """Each cell's slide type from its tags (the first of :data:`SLIDE_TAGS` it carries), else None."""
-    types = []
-    for cell in nb.cells:
-        tags = cell.get("metadata", {}).get("tags", [])
-        types.append(next((t for t in SLIDE_TAGS if t in tags), None))
-    return types
-
-
-def is_tagged(nb) -> bool:
-    """Whether the notebook selects its slides with tags (any cell tagged from :data:`SLIDE_TAGS`)."""
-    return any(slide_types(nb))
-
-
-def _automatic(nb) -> list[str | None]:
-    """The fallback for an untagged chapter: title, section openings (not the exercises), takeaways."""
-    types: list[str | None] = []
-    for i, cell in enumerate(nb.cells):
-        text = cell.source.lstrip() if cell.cell_type == "markdown" else ""
-        heading = text.split("\n", 1)[0]
-        chosen = cell.cell_type == "markdown" and (
-            (i == 0 or heading.startswith("# ") or heading.startswith("## "))
-            and not heading.startswith("## Exercises")
-        )
-        types.append("slide" if chosen else None)
-    return types
-
-
-def _selection(nb) -> list[str | None]:
-    return slide_types(nb) if is_tagged(nb) else _automatic(nb)
+def index_html(decks: list[tuple[Deck, str]]) -> str:
+    """The folder's ``index.html``: each deck's title, chapter, slide count and figures, linked."""
+    rows = []
+    for deck, file in decks:
+        figures = ", ".join(deck.figures) or "none"
+        rows.append(f'<li><a href="{html.escape(file)}">{html.escape(deck.title)}</a>: '
+                    f"{len(deck.slides)} slides; figures {html.escape(figures)}</li>")
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="generator" content="{MARK}">\n<title>Lecture decks</title>\n'
+            "<style>body { font: 20px/1.5 sans-serif; max-width: 52em; margin: 2em auto; }</style>\n"
+            "</head>\n<body>\n<h1>Lecture decks: the physics of LLM inference</h1>\n"
+            "<p>Open a deck, press <kbd>f</kbd> for full screen, <kbd>s</kbd> for the speaker "
+            "view with the notes, and the arrow keys to move.</p>\n<ol>\n"
+            + "\n".join(rows) + "\n</ol>\n</body>\n</html>\n")
 
 
 def _notebook(name: str, nb):
@@ -303,50 +482,6 @@ def _notebook(name: str, nb):
         cell.setdefault("metadata", nbformat.from_dict({}))
     return nb
 
-
-def expected_slides(nb) -> int:
-    """How many slides the deck of this notebook has: its ``slide`` and ``subslide`` cells."""
-    return sum(t in ("slide", "subslide") for t in _selection(_notebook("nb", nb)))
-
-
-def _without_directive_fences(lines: list[str]) -> list[str]:
-    """The lines less the fences of MyST directives (```{note}, :::{admonition}), whose content
-    stays; a code block's fences (```python ... ```) stay, and nothing inside it is touched."""
-    out: list[str] = []
-    stack: list[tuple[str, bool]] = []  # each open fence: its marker, and whether it is a directive's
-    for ln in lines:
-        m = _FENCE.match(ln)
-        if m:
-            marker, rest = m.groups()
-            top = stack[-1] if stack else None
-            if top and not rest and marker[0] == top[0][0] and len(marker) >= len(top[0]):
-                stack.pop()
-                if not top[1]:
-                    out.append(ln)
-                continue
-            if not (top and not top[1]):  # a fence opens only outside a code block
-                directive = rest.startswith("{")
-                stack.append((marker, directive))
-                if not directive:
-                    out.append(ln)
-                continue
-        out.append(ln)
-    return out
-
-
-def _plain_markdown(text: str) -> str:
-    """MyST that nbconvert's markdown does not render, reduced to its text."""
-    text = _CITE.sub("", text)
-    text = _ROLE.sub(lambda m: m.group(1).strip(), text)
-    lines = [ln for ln in _without_directive_fences(text.split("\n"))
-             if not (_OPTION.match(ln.strip()) or _TARGET.match(ln.strip()))]
-    # "## Further reading" and what follows is for the book, not the room.
-    out = []
-    for ln in lines:
-        if ln.strip().lower().startswith("## further reading"):
-            break
-        out.append(ln)
-    return "\n".join(out).strip()
 
 
 def _offline_prefix() -> list[str]:
@@ -460,13 +595,31 @@ def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MI
     return {"min_pt": min_pt, "dpi": dpi, "alt": alt, "overlaps": overlaps}
 
 
-def use_slide_figures(box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MIN_PX) -> None:
-    """In a running IPython kernel: every figure displayed from now on is fitted to a slide.
+def fit_for_slide(fig, box: tuple[int, int] = FIGURE_BOX, sizes=FIGURE_TEXT_PX) -> dict:
+    """:func:`fit_figure` at the largest of ``sizes`` (px) at which no two texts overlap, or
+    else at the smallest; the record gains ``min_px``, the size the smallest text is drawn at."""
+    record: dict = {}
+    for px in sizes:
+        record = fit_figure(fig, box, px)
+        if not record.get("overlaps"):
+            break
+    return {**record, "min_px": px}
 
-    Each figure goes through :func:`fit_figure` before it is drawn as PNG, and the PNG carries
-    the figure's smallest font and dpi in a text chunk (:data:`PNG_KEY`, read by
-    :func:`png_record`), so that the deck, and its test, know the size its text is drawn at.
-    """
+
+_FITTING = {"on": False}
+
+
+def fitting(on: bool) -> None:
+    """In a kernel where :func:`use_slide_figures` ran: fit the figures displayed from now on
+    (``True``), or draw none at all (``False``: the cells whose figures no deck shows)."""
+    _FITTING["on"] = boolean("on", on)
+
+
+def use_slide_figures(box: tuple[int, int] = FIGURE_BOX) -> None:
+    """In a running IPython kernel: while :func:`fitting` is on, every figure displayed is
+    fitted to a slide (:func:`fit_for_slide`) and drawn as a PNG that carries its record in a
+    text chunk (:data:`PNG_KEY`, read by :func:`png_record`); while it is off, no figure is
+    drawn. Small multiples are drawn again as one figure and fitted as a whole."""
     import matplotlib.pyplot as plt
     from IPython import get_ipython
     from IPython.core.pylabtools import print_figure
@@ -475,11 +628,15 @@ def use_slide_figures(box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_
     from .widgets import SmallMultiples
 
     def png(fig):
-        record = fit_figure(fig, box, min_px)
+        if not _FITTING["on"]:
+            return None
+        record = fit_for_slide(fig, box)
         return print_figure(fig, "png", base64=True, pad_inches=FIGURE_PAD,
                             metadata={PNG_KEY: json.dumps(record)})
 
-    def grid(shown):  # small multiples: one figure on a slide, fitted as a whole
+    def grid(shown):
+        if not _FITTING["on"]:
+            return None
         fig = shown.grid_figure()
         try:
             return png(fig)
@@ -547,9 +704,6 @@ nbformat.write(nb, dst)
 
 def _execute(nb, cwd: Path):
     """Run the notebook top to bottom in a fresh kernel, offline where possible; return it executed."""
-    nb = copy.deepcopy(nb)
-    setup = "from llm_roofline.course.slides import use_slide_figures\nuse_slide_figures()"
-    nb.cells.insert(0, nbformat.v4.new_code_cell(setup))
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.ipynb", Path(tmp) / "out.ipynb"
         nbformat.write(nb, src)
@@ -570,69 +724,52 @@ def _execute(nb, cwd: Path):
                 raise RuntimeError("executing the notebook got stuck twice (a kernel that stopped answering)")
         if proc.returncode != 0:
             raise RuntimeError(f"executing the notebook failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
-        done = nbformat.read(dst, as_version=4)
-    done.cells.pop(0)
-    return done
+        return nbformat.read(dst, as_version=4)
 
 
-_KEPT_OUTPUTS = ("image/png", "image/svg+xml", "image/jpeg", "text/html", "text/latex", "text/markdown")
+_SETUP = ("from llm_roofline.course import slides as _llm_slides\n"
+          "_llm_slides.use_slide_figures()\n_llm_slides.fitting(False)")
+_KEY = "llm_slides_figure"
 
 
-def deck_notebook(nb, *, cwd: Path | None = None, execute: bool = True):
-    """The notebook the exporter sees: only the selected cells, with ``slideshow`` metadata set.
-
-    Executes the notebook first (see the module's docstring) when a selected cell is code and
-    ``execute`` is true. Code cells keep only rich outputs (figures, HTML tables).
-    """
-    types = _selection(nb)
-    if execute and any(t and c.cell_type == "code" for t, c in zip(types, nb.cells, strict=True)):
-        nb = _execute(nb, cwd or Path.cwd())
-    deck = copy.deepcopy(nb)
-    deck.metadata.pop("widgets", None)
-    cells = []
-    for cell, kind in zip(deck.cells, types, strict=True):
-        if kind is None:
+def figure_images(nb, figures, *, cwd: Path | None = None, name: str = "deck",
+                  chapter: str = "the chapter") -> dict:
+    """The chapter's ``figures`` (``["4.1", "4.2"]``), drawn for the projector: the notebook is
+    executed once in a fresh kernel, and only the cells that draw these figures are fitted.
+    Returns each figure's ``{"png": base64, "record": {...}}``; a figure whose cell draws no
+    figure a slide can show (a slider, a table) is one ``ValueError`` naming ``name``."""
+    nb = _notebook("nb", nb)
+    cells = chapter_figures(nb)
+    wanted = {cells[f]: f for f in figures}
+    if not wanted:
+        return {}
+    run = copy.deepcopy(nb)
+    run.metadata.pop("widgets", None)
+    new = [nbformat.v4.new_code_cell(_SETUP)]
+    for i, cell in enumerate(run.cells):
+        if i in wanted:
+            cell.metadata[_KEY] = wanted[i]
+            new += [nbformat.v4.new_code_cell("_llm_slides.fitting(True)"), cell,
+                    nbformat.v4.new_code_cell("_llm_slides.fitting(False)")]
+        else:
+            new.append(cell)
+    run.cells = new
+    done = _execute(run, cwd or Path.cwd())
+    images = {}
+    for cell in done.cells:
+        label = cell.get("metadata", {}).get(_KEY)
+        if not label:
             continue
-        cell.metadata["slideshow"] = {"slide_type": kind}
-        if cell.cell_type == "markdown":
-            cell.source = _plain_markdown(cell.source)
-        elif cell.cell_type == "code":
-            cell.outputs = [o for o in cell.get("outputs", [])
-                            if o.get("output_type") in ("display_data", "execute_result")
-                            and any(m in o.get("data", {}) for m in _KEPT_OUTPUTS)]
-            for o in cell.outputs:
-                o["data"] = {m: v for m, v in o["data"].items() if m in _KEPT_OUTPUTS or m == "text/plain"}
-                record = png_record(o["data"]["image/png"]) if "image/png" in o["data"] else None
-                if record:
-                    o.setdefault("metadata", {}).setdefault("image/png", {})["slide_figure"] = record
-        cells.append(cell)
-    deck.cells = cells
-    return deck
-
-
-def _figure_records(deck) -> list[dict]:
-    """The :data:`PNG_KEY` record of every figure in the deck notebook, in order."""
-    return [o["metadata"]["image/png"]["slide_figure"]
-            for cell in deck.cells if cell.cell_type == "code" for o in cell.outputs
-            if "slide_figure" in o.get("metadata", {}).get("image/png", {})]
-
-
-def export_deck(deck_nb, title: str, reveal_prefix: str = "reveal.js") -> str:
-    """The deck's HTML from nbconvert's SlidesExporter, with the local template, reveal.js and CSS."""
-    from jinja2 import DictLoader
-    from nbconvert import SlidesExporter
-
-    exporter = SlidesExporter(
-        extra_loaders=[DictLoader({"llm_slides.html.j2": TEMPLATE})],
-        template_file="llm_slides.html.j2",
-        exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
-        reveal_url_prefix=reveal_prefix, reveal_theme="white", reveal_transition="none",
-        reveal_width="1280", reveal_height="720",
-        require_js_url="", jquery_url="", mathjax_url="mathjax/tex-chtml.js", font_awesome_url="",
-    )
-    html, _ = exporter.from_notebook_node(
-        deck_nb, resources={"metadata": {"name": title}, "slides_css": CSS, "paginate_js": PAGINATE_JS})
-    return html
+        for output in cell.get("outputs", []):
+            data = output.get("data", {}).get("image/png")
+            record = png_record(data) if data else None
+            if record:
+                images[label] = {"png": "".join(data.split()), "record": record}
+        if label not in images:
+            raise ValueError(f"{name}: Figure {label} of {chapter} "
+                             "draws no figure a slide can show (a slider's frames or a table): "
+                             "choose another figure for the slide")
+    return images
 
 
 def install_reveal(out: Path) -> Path:
@@ -646,8 +783,9 @@ def install_reveal(out: Path) -> Path:
         raise RuntimeError("npm is not installed (Debian: apt-get install nodejs npm)")
     subprocess.run([npm, "install", "--prefix", str(out), "--no-audit", "--no-fund", "--no-save",
                     "--loglevel=error", f"reveal.js@{REVEAL_VERSION}"], check=True)
-    if not (package / "dist" / "reveal.js").exists():
-        raise RuntimeError(f"reveal.js {REVEAL_VERSION} has no dist/reveal.js in {package}")
+    for part in ("dist/reveal.js", "dist/plugin/notes.js"):
+        if not (package / part).exists():
+            raise RuntimeError(f"reveal.js {REVEAL_VERSION} has no {part} in {package}")
     return package
 
 
@@ -670,12 +808,6 @@ carries it is replaced on the next build; any other file of its name is left alo
 ``force``."""
 
 
-def _marked(html: str) -> str:
-    meta = f'<meta name="generator" content="{MARK}">'
-    at = html.find("<head>")
-    return (html[:at + 6] + "\n" + meta + html[at + 6:]) if at >= 0 else f"<!-- {MARK} -->\n{html}"
-
-
 def _read_notebook(path: Path):
     try:
         return _notebook("notebook", read_json("notebook", path))
@@ -684,36 +816,58 @@ def _read_notebook(path: Path):
         raise ValueError(f"{str(path)!r} is not a valid notebook: {reason}") from None
 
 
-def build(notebooks: Path, out: Path, only: list[str] | None = None, execute: bool = True,
-          jobs: int | None = None, *, force: bool = False) -> list[Path]:
-    """Write ``out/<chapter>.slides.html`` for every notebook in ``notebooks`` (or those in ``only``).
 
-    The chapters run in ``jobs`` kernels at once (default: one per CPU, at most four). Every
-    argument is checked, and every notebook read, before anything is installed or written:
-    ``out`` may not be ``notebooks``, inside it or hold it; a deck replaces only a deck it wrote
-    (:data:`MARK`) unless ``force``; each is written to a temporary file renamed into place.
+
+def _sources(decks: Path) -> list[Path]:
+    """The deck sources of a folder: ``NN.md`` files (its README and other files are not decks)."""
+    return sorted(p for p in decks.glob("*.md") if re.fullmatch(r"\d{2}", p.stem))
+
+
+def build(decks, notebooks, out, only: list[str] | None = None, execute: bool = True,
+          jobs: int | None = None, *, force: bool = False) -> list[Path]:
+    """Write ``out/<chapter>.slides.html`` for every deck source ``decks/NN.md`` (or those in
+    ``only``: ``"04"`` or ``"04_why_decode_is_bound"``), and ``out/index.html``.
+
+    Every argument is checked, every deck parsed and held against its chapter (:func:`check_deck`)
+    before anything is installed, executed or written: ``out`` may not be ``decks`` or
+    ``notebooks``, inside one or hold one; a deck replaces only a deck it wrote (:data:`MARK`)
+    unless ``force``. The chapters run in ``jobs`` kernels at once (default: one per CPU, at
+    most four); ``execute=False`` draws each figure as a labelled placeholder instead.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     execute, force = boolean("execute", execute), boolean("force", force)
     if jobs is not None:
         jobs = integer("jobs", jobs, maximum=64)
+    decks = source_folder("decks", decks)
     notebooks = source_folder("notebooks", notebooks)
-    out = destination("out", out, sources=[notebooks])
-    found = sorted(p for p in notebooks.glob("*.ipynb") if p.is_file())
+    out = destination("out", out, sources=[decks, notebooks])
+    found = _sources(decks)
+    if not found:
+        raise ValueError(f"no deck sources (NN.md, such as 04.md) in {str(decks)!r}: no deck to build")
+    parsed = [read_deck(path) for path in found]
     if only is not None:
         only = names("only", only)
-        known = {p.stem for p in found} | {p.name for p in found}
+        known = [p.stem for p in found] + [d.chapter for d in parsed]
         for name in only:
             if name not in known:
-                raise unknown("chapter in only", name, sorted(p.stem for p in found),
-                              difflib.get_close_matches(name, sorted(known), n=2))
-    paths = [path for path in found if not only or path.stem in only or path.name in only]
-    if not paths:
-        raise ValueError(f"no notebooks (*.ipynb) in {str(notebooks)!r}: no deck to build")
-    read = {path: _read_notebook(path) for path in paths}  # every one checked before any work
-    for path in paths:
-        replaceable("deck", out / f"{path.stem}.slides.html", marker=MARK, force=force)
+                raise unknown("deck in only", name, sorted(known),
+                              difflib.get_close_matches(name, known, n=2))
+        parsed = [d for p, d in zip(found, parsed, strict=True) if p.stem in only or d.chapter in only]
+    chapters = {}
+    for deck in parsed:
+        path = notebooks / f"{deck.chapter}.ipynb"
+        if not path.is_file():
+            stems = sorted(p.stem for p in notebooks.glob("*.ipynb"))
+            close = difflib.get_close_matches(deck.chapter, stems, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise _fail(deck.name, f"front-matter key 'chapter' is {deck.chapter!r}, but "
+                        f"{str(notebooks)!r} holds no {deck.chapter}.ipynb{hint}")
+        chapters[deck.name] = (path, _read_notebook(path))
+        check_deck(deck, chapters[deck.name][1])
+    targets = {deck.name: out / f"{deck.chapter}.slides.html" for deck in parsed}
+    for target in [*targets.values(), out / "index.html"]:
+        replaceable("deck", target, marker=MARK, force=force)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -721,23 +875,28 @@ def build(notebooks: Path, out: Path, only: list[str] | None = None, execute: bo
     install_reveal(out)
     install_mathjax(out)
 
-    def prepare(path):
-        nb = read[path]
-        return path, nb, deck_notebook(nb, cwd=path.parent, execute=execute)
+    def draw(deck):
+        path, nb = chapters[deck.name]
+        if not execute:
+            return {}
+        return figure_images(nb, deck.figures, cwd=path.parent, name=deck.name, chapter=deck.chapter)
 
     written = []
     with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
-        for path, nb, deck in pool.map(prepare, paths):
-            html = export_deck(deck, path.stem, reveal_prefix="node_modules/reveal.js")
-            target = write_output("deck", out / f"{path.stem}.slides.html", _marked(html),
+        for deck, images in zip(parsed, pool.map(draw, parsed), strict=True):
+            target = write_output("deck", targets[deck.name], deck_html(deck, images),
                                   marker=MARK, force=True)
-            mode = "tags" if is_tagged(nb) else "automatic"
-            print(f"{target}: {expected_slides(nb)} slides ({mode})")
-            for n, record in enumerate(_figure_records(deck), 1):
-                if record.get("overlaps"):
-                    print(f"  figure {n} ({record.get('alt') or 'untitled'}): {record['overlaps']} pairs of "
-                          "texts overlap at projector size; a slide wants a simpler figure")
+            sizes = [i["record"].get("min_px") for i in images.values()]
+            smallest = f", smallest figure text {min(sizes)} px" if sizes else ""
+            print(f"{target}: {len(deck.slides)} slides, figures {', '.join(deck.figures) or 'none'}"
+                  f"{smallest}")
+            for label, image in images.items():
+                if image["record"].get("overlaps"):
+                    print(f"  Figure {label}: {image['record']['overlaps']} pairs of texts overlap even "
+                          f"at {image['record'].get('min_px')} px; a slide wants a simpler figure")
             written.append(target)
+    index = [(deck, targets[deck.name].name) for deck in parsed]
+    write_output("index", out / "index.html", index_html(index), marker=MARK, force=True)
     return written
 
 
@@ -746,14 +905,15 @@ class _Parser(OneLineParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m llm_roofline.course.slides NOTEBOOKS OUT [--only CHAPTER ...] [--force]``."""
+    """``python -m llm_roofline.course.slides DECKS NOTEBOOKS OUT [--only NN ...] [--force]``."""
     parser = _Parser(prog="python -m llm_roofline.course.slides", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("notebooks", help="the folder of chapter notebooks")
+    parser.add_argument("decks", help="the folder of deck sources, NN.md (slides)")
+    parser.add_argument("notebooks", help="the folder of chapter notebooks (notebooks)")
     parser.add_argument("out", help="where the decks go (e.g. _build/slides)")
-    parser.add_argument("--only", nargs="*", help="chapter names (e.g. 04_why_decode_is_bound)")
+    parser.add_argument("--only", nargs="*", help="decks by number or chapter (e.g. 04)")
     parser.add_argument("--no-execute", action="store_true",
-                        help="use the outputs stored in the notebook instead of executing it")
+                        help="draw each figure as a labelled placeholder instead of running the chapter")
     parser.add_argument("--jobs", type=int, default=None,
                         help="chapters executed at once (default: one per CPU, at most four)")
     parser.add_argument("--force", action="store_true",
@@ -762,10 +922,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        build(args.notebooks, args.out, args.only, execute=not args.no_execute, jobs=args.jobs,
-              force=args.force)
+        build(args.decks, args.notebooks, args.out, args.only, execute=not args.no_execute,
+              jobs=args.jobs, force=args.force)
     except ValueError as err:
-        message = re.sub(r"^(unknown chapter in )?only\b", lambda m: (m.group(1) or "") + "--only",
+        message = re.sub(r"^(unknown deck in )?only\b", lambda m: (m.group(1) or "") + "--only",
                          str(err))
         parser.error(re.sub(r"^jobs\b", "--jobs", message))
     except (RuntimeError, subprocess.CalledProcessError) as err:
