@@ -493,34 +493,63 @@ def _offline_prefix() -> list[str]:
     return []
 
 
-def _drawn_texts(fig) -> list[tuple[float, object]]:
-    """The font size (pt) and box (px) of every text a draw of ``fig`` puts on the canvas."""
+def _drawn(fig) -> tuple[list[tuple[float, object]], list[object]]:
+    """What a draw of ``fig`` puts on the canvas: the font size (pt) and box (px) of every text,
+    and the box (px) of every box drawn: a text's frame, a rectangle or rounded box of an axes."""
+    import matplotlib.patches as mpatches
     import matplotlib.text as mtext
 
     texts: list[tuple[float, object]] = []
+    shapes: list[object] = []
     original = mtext.Text.draw
 
     def draw(self, renderer):
+        drawn = original(self, renderer)
         if self.get_visible() and self.get_text().strip():
             texts.append((float(self.get_fontsize()), self.get_window_extent(renderer)))
-        return original(self, renderer)
+            frame = self.get_bbox_patch()
+            if frame is not None and frame.get_visible():
+                shapes.append(frame.get_window_extent(renderer))
+        return drawn
 
     mtext.Text.draw = draw
     try:
         fig.canvas.draw()
     finally:
         mtext.Text.draw = original
-    return texts
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        for patch in ax.patches:
+            if patch.get_visible() and isinstance(patch, mpatches.Rectangle | mpatches.FancyBboxPatch):
+                shapes.append(patch.get_window_extent(renderer))
+    return texts, shapes
 
 
-def _overlaps(boxes) -> int:
-    """How many pairs of the boxes overlap by more than a fifth of the smaller one."""
+def _drawn_texts(fig) -> list[tuple[float, object]]:
+    """The font size (pt) and box (px) of every text a draw of ``fig`` puts on the canvas."""
+    return _drawn(fig)[0]
+
+
+def _overlaps(boxes, shapes=()) -> int:
+    """How many pairs of text boxes overlap by more than a fifth of the smaller one, plus how many
+    texts cut into a box they are not in (by half a pixel or more), or spill out of the box they
+    are in (their centre's box, by more than a pixel)."""
     count = 0
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
             w = min(a.x1, b.x1) - max(a.x0, b.x0)
             h = min(a.y1, b.y1) - max(a.y0, b.y0)
             if w > 0 and h > 0 and w * h > 0.2 * min(a.width * a.height, b.width * b.height):
+                count += 1
+        cx, cy = (a.x0 + a.x1) / 2, (a.y0 + a.y1) / 2
+        for b in shapes:
+            if b.x0 <= cx <= b.x1 and b.y0 <= cy <= b.y1:  # the box's own text: it must fit
+                if a.x0 < b.x0 - 1 or a.x1 > b.x1 + 1 or a.y0 < b.y0 - 1 or a.y1 > b.y1 + 1:
+                    count += 1
+                continue
+            w = min(a.x1, b.x1) - max(a.x0, b.x0)
+            h = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if w > 0.5 and h > 0.5:
                 count += 1
     return count
 
@@ -591,7 +620,8 @@ def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MI
     if fitted is None:
         fitted = size
     fig.set_size_inches(*fitted)
-    overlaps = _overlaps([box for _, box in _drawn_texts(fig)])
+    texts, shapes = _drawn(fig)
+    overlaps = _overlaps([box for _, box in texts], shapes)
     return {"min_pt": min_pt, "dpi": dpi, "alt": alt, "overlaps": overlaps}
 
 
