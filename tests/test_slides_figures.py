@@ -74,12 +74,14 @@ def test_a_text_that_runs_into_a_box_or_out_of_its_own_counts_as_overlapping():
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.set_axis_off()
-    ax.add_patch(FancyBboxPatch((0.6, 0.4), 0.3, 0.2, boxstyle="round", transform=ax.transAxes))
+    ax.add_patch(FancyBboxPatch((0.6, 0.4), 0.3, 0.2, boxstyle="round,pad=0.01",
+                                transform=ax.transAxes))
     ax.text(0.75, 0.5, "inside", ha="center", va="center", fontsize=9, transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 0
-    ax.text(0.2, 0.45, "a long label that runs on into the box", fontsize=9, transform=ax.transAxes)
+    ax.text(0.3, 0.45, "a long label that runs on into the box", fontsize=9, transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 1
     ax.texts[-1].remove()
-    ax.text(0.75, 0.45, "a label wider than its own box", ha="center", fontsize=9, transform=ax.transAxes)
+    ax.text(0.75, 0.45, "a label that is much wider than the box it sits in", ha="center", fontsize=9,
+            transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 1  # it spills out of the box it sits in
     plt.close(fig)
