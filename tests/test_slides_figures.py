@@ -76,7 +76,7 @@ def test_a_text_that_runs_into_a_box_or_out_of_its_own_counts_as_overlapping():
     ax.set_axis_off()
     ax.add_patch(FancyBboxPatch((0.6, 0.4), 0.3, 0.2, boxstyle="round,pad=0.01",
                                 transform=ax.transAxes))
-    ax.text(0.75, 0.5, "inside", ha="center", va="center", fontsize=9, transform=ax.transAxes)
+    ax.text(0.75, 0.55, "inside", ha="center", va="center", fontsize=9, transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 0
     ax.text(0.3, 0.45, "a long label that runs on into the box", fontsize=9, transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 1
@@ -84,4 +84,30 @@ def test_a_text_that_runs_into_a_box_or_out_of_its_own_counts_as_overlapping():
     ax.text(0.75, 0.45, "a label that is much wider than the box it sits in", ha="center", fontsize=9,
             transform=ax.transAxes)
     assert slides.fit_figure(fig)["overlaps"] == 1  # it spills out of the box it sits in
+    plt.close(fig)
+
+
+def test_a_legend_under_the_axes_moves_beside_them_on_a_slide():
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for i in range(8):
+        ax.plot([1, 2], [i, i + 1], label=f"a rather long name for line {i}")
+    ax.set_xlabel("arithmetic intensity I (FLOPs/byte)")
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2)
+    fig.tight_layout()
+    record = slides.fit_for_slide(fig)
+    renderer = fig.canvas.get_renderer()
+    legend, frame = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert legend.x0 >= frame.x1 and len(ax.get_legend().get_texts()) == 8  # beside, all kept
+    assert record["overlaps"] == 0 and not record["collapsed"]
+    plt.close(fig)
+
+
+@pytest.mark.filterwarnings("ignore:Tight layout not applied")
+def test_a_figure_whose_axis_label_is_longer_than_the_slide_is_high_counts_as_crowded():
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.plot([1, 2], [1, 2])
+    ax.set_ylabel("a y-axis label far too long to stand beside a plot on one slide", fontsize=10)
+    ax.tick_params(labelsize=9)
+    record = slides.fit_figure(fig, min_px=24)  # the label alone is taller than the box
+    assert record["collapsed"] and record["overlaps"] >= 1
     plt.close(fig)

@@ -518,6 +518,9 @@ def _drawn(fig) -> tuple[list[tuple[float, object]], list[object]]:
     finally:
         mtext.Text.draw = original
     renderer = fig.canvas.get_renderer()
+    for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+        if legend is not None and legend.get_visible() and legend.get_frame_on():
+            shapes.append(legend.get_frame().get_window_extent(renderer))
     for ax in fig.axes:
         for patch in ax.patches:
             if patch.get_visible() and isinstance(patch, mpatches.Rectangle | mpatches.FancyBboxPatch):
@@ -531,7 +534,8 @@ def _drawn_texts(fig) -> list[tuple[float, object]]:
 
 
 def _overlaps(boxes, shapes=()) -> int:
-    """How many pairs of text boxes overlap by more than a fifth of the smaller one, plus how many
+    """How many pairs of text boxes overlap by more than a fifth of the smaller one or by more
+    than 4 px each way (a long label crossing another), plus how many
     texts cut into a box they are not in (by half a pixel or more), or spill out of the box they
     are in (their centre's box, by more than a pixel)."""
     count = 0
@@ -539,7 +543,8 @@ def _overlaps(boxes, shapes=()) -> int:
         for b in boxes[i + 1:]:
             w = min(a.x1, b.x1) - max(a.x0, b.x0)
             h = min(a.y1, b.y1) - max(a.y0, b.y0)
-            if w > 0 and h > 0 and w * h > 0.2 * min(a.width * a.height, b.width * b.height):
+            if w > 0 and h > 0 and (w * h > 0.2 * min(a.width * a.height, b.width * b.height)
+                                    or (w > 4 and h > 4)):
                 count += 1
         cx, cy = (a.x0 + a.x1) / 2, (a.y0 + a.y1) / 2
         for b in shapes:
@@ -574,6 +579,22 @@ def _leave_room_for_legends(fig) -> None:
     fig.get_layout_engine().set(rect=(left, bottom, right, top))
 
 
+def _legends_beside(fig) -> None:
+    """Move each axes' legend that sits under its axes (the book's place for a long key, where a
+    slide's larger axis labels would run into it) beside the axes, in one column: a slide is wide."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible() or not legend.get_texts():
+            continue
+        if legend.get_window_extent(renderer).y1 > ax.get_window_extent(renderer).y0:
+            continue  # on or beside the axes: left where it is
+        title = legend.get_title().get_text()
+        ax.legend(legend.legend_handles, [t.get_text() for t in legend.get_texts()],
+                  loc="center left", bbox_to_anchor=(1.02, 0.5), ncols=1,
+                  fontsize=legend.get_texts()[0].get_fontsize(), title=title or None)
+
+
 def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MIN_PX,
                pad_inches: float = FIGURE_PAD) -> dict:
     """Resize a figure to be drawn at its natural size in ``box`` (CSS px), no text under ``min_px``.
@@ -602,6 +623,7 @@ def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MI
     own = fig.get_layout_engine() is None
     if own:
         fig.set_layout_engine("tight")
+    _legends_beside(fig)
     pad = 2 * pad_inches
     fig.set_dpi(dpi)
     size, fitted = (box[0] / dpi - pad, box[1] / dpi - pad), None
@@ -617,22 +639,34 @@ def fit_figure(fig, box: tuple[int, int] = FIGURE_BOX, min_px: float = FIGURE_MI
             if min(across, down) < 1.02:
                 break
         size = (size[0] * min(across, 1.1) * 0.995, size[1] * min(down, 1.1) * 0.995)
-    if fitted is None:
-        fitted = size
-    fig.set_size_inches(*fitted)
+    never = fitted is None
+    fig.set_size_inches(*(size if never else fitted))
     texts, shapes = _drawn(fig)
     overlaps = _overlaps([box for _, box in texts], shapes)
-    return {"min_pt": min_pt, "dpi": dpi, "alt": alt, "overlaps": overlaps}
+    # A layout that cannot fit the box at this text size (an axis label longer than the box is
+    # high) shrinks the axes to nothing: the figure is too crowded for the slide, like overlaps.
+    tight, (width, height) = fig.get_tightbbox(), fig.get_size_inches()
+    renderer = fig.canvas.get_renderer()
+    squeezed = [ax for ax in fig.axes if ax.get_visible() and ax.axison
+                and min(ax.get_window_extent(renderer).width, ax.get_window_extent(renderer).height) < 80]
+    collapsed = bool(never or tight.width > 1.5 * width or tight.height > 1.5 * height or squeezed)
+    return {"min_pt": min_pt, "dpi": dpi, "alt": alt, "overlaps": int(overlaps + collapsed),
+            "collapsed": collapsed}
 
 
 def fit_for_slide(fig, box: tuple[int, int] = FIGURE_BOX, sizes=FIGURE_TEXT_PX) -> dict:
     """:func:`fit_figure` at the largest of ``sizes`` (px) at which no two texts overlap, or
     else at the smallest; the record gains ``min_px``, the size the smallest text is drawn at."""
+    import warnings
+
     record: dict = {}
-    for px in sizes:
-        record = fit_figure(fig, box, px)
-        if not record.get("overlaps"):
-            break
+    with warnings.catch_warnings():  # a size tried and found too crowded may not lay out at all
+        warnings.filterwarnings("ignore", message="Tight layout not applied")
+        warnings.filterwarnings("ignore", message=".*not compatible with tight_layout")
+        for px in sizes:
+            record = fit_figure(fig, box, px)
+            if not record.get("overlaps"):
+                break
     return {**record, "min_px": px}
 
 
