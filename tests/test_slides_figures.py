@@ -102,6 +102,26 @@ def test_a_legend_under_the_axes_moves_beside_them_on_a_slide():
     plt.close(fig)
 
 
+def test_a_legend_under_a_panel_with_a_neighbour_on_its_right_stays_under_it():
+    """Figure 7.2's shape: two panels side by side, a key under each. Beside the left panel its
+    key would lie on the right panel's axis label; only the rightmost key moves beside."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7, 4), layout="constrained")
+    for ax in (left, right):
+        for i in range(3):
+            ax.plot([1, 2], [i, i + 1], label=f"precision {i}, per user")
+        ax.set_xlabel("batch (concurrent users)")
+        ax.set_ylabel("tokens/s, all users")
+        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
+    slides.fit_for_slide(fig)
+    renderer = fig.canvas.get_renderer()
+    key = left.get_legend().get_window_extent(renderer)
+    assert key.y1 <= left.get_window_extent(renderer).y0  # still under the left panel
+    assert key.x1 <= right.get_window_extent(renderer).x0  # and clear of the right one
+    key = right.get_legend().get_window_extent(renderer)
+    assert key.x0 >= right.get_window_extent(renderer).x1  # the rightmost key moved beside
+    plt.close(fig)
+
+
 @pytest.mark.filterwarnings("ignore:Tight layout not applied")
 def test_a_figure_whose_axis_label_is_longer_than_the_slide_is_high_counts_as_crowded():
     fig, ax = plt.subplots(figsize=(7, 5))

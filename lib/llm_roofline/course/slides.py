@@ -579,6 +579,18 @@ def _leave_room_for_legends(fig) -> None:
     fig.get_layout_engine().set(rect=(left, bottom, right, top))
 
 
+def _axes_to_the_right(fig, ax, renderer) -> bool:
+    """Whether another visible axes of ``fig`` starts right of ``ax`` at a height ``ax`` spans."""
+    box = ax.get_window_extent(renderer)
+    for other in fig.axes:
+        if other is ax or not other.get_visible():
+            continue
+        o = other.get_window_extent(renderer)
+        if o.x0 >= box.x1 - 1 and min(o.y1, box.y1) - max(o.y0, box.y0) > 0:
+            return True
+    return False
+
+
 def _legends_beside(fig) -> None:
     """Move each axes' legend that sits under its axes (the book's place for a long key, where a
     slide's larger axis labels would run into it) beside the axes, in one column: a slide is wide."""
@@ -589,6 +601,8 @@ def _legends_beside(fig) -> None:
             continue
         if legend.get_window_extent(renderer).y1 > ax.get_window_extent(renderer).y0:
             continue  # on or beside the axes: left where it is
+        if _axes_to_the_right(fig, ax, renderer):
+            continue  # beside it would lie on the next panel (Figure 7.2's two keys)
         title = legend.get_title().get_text()
         ax.legend(legend.legend_handles, [t.get_text() for t in legend.get_texts()],
                   loc="center left", bbox_to_anchor=(1.02, 0.5), ncols=1,
