@@ -29,7 +29,7 @@ def by_number(rows, n):
 
 # --- loading ----------------------------------------------------------------------------------
 def test_every_row_is_loaded_typed(rows):
-    assert len(rows) == 116
+    assert len(rows) == 118
     first = rows[0]
     assert (first.number, first.model, first.n_gpus, first.batch, first.input_len,
             first.output_len, first.value, first.unit) == (1, "Llama-2-7B", 1, 1, 5, 200, 104.9,
@@ -52,7 +52,7 @@ def test_kipplys_fastertransformer_row(rows):
 def test_no_row_is_dropped_silently(rows):
     usable = M.usable(rows)
     rest = M.not_reproducible(rows)
-    assert len(usable) + len(rest) == 116
+    assert len(usable) + len(rest) == 118
     assert len(usable) == 84
     # the L40S rows (54, 61, 62) map to the L40S: TensorRT-LLM v0.5, Llama-2-7B in FP8
     assert [r.accelerator for r in rows if r.number in (54, 61, 62)] == ["L40S"] * 3
@@ -71,6 +71,8 @@ def test_no_row_is_dropped_silently(rows):
     (52, "ambiguous unit"),       # the A100 TP4 table: per GPU or total?
     (74, "layout not given"),
     (82, "attention data parallelism"),
+    (117, "attention data parallelism"),  # SGLang's DP attention x EP72 decode (LMSYS blog)
+    (118, "attention data parallelism"),  # and its DP attention x EP32 prefill
     (102, "NVIDIA/NeMo discussion #8455"),
     (38, "ambiguous definition"),  # Qwen speed with a 129,024-token prompt
     (30, "memory measurement"),

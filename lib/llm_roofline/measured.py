@@ -1,6 +1,6 @@
 """Published measurements of real engines against the calculator's floor and kernel-by-kernel time.
 
-``load()`` reads ``data/measured/measured-inference.csv`` (116 published rows, sources in the
+``load()`` reads ``data/measured/measured-inference.csv`` (118 published rows, sources in the
 file and in its README) into typed ``Row`` objects: each mapped to a ``ModelConfig`` (from the
 data's ``model-configs.json``), an accelerator of the library, the weight / KV-cache / math
 precisions and an engine family, or marked not reproducible with the reason (speculative
