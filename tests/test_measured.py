@@ -204,3 +204,31 @@ def test_max_throughput_rows_stay_under_the_infinite_batch_ceiling(rows):
 def test_bound_of_a_row_that_is_not_reproducible_is_refused(rows):
     with pytest.raises(ValueError, match="row 81 is not reproducible: speculative"):
         M.bound(by_number(rows, 81))
+
+
+def test_data_parallel_rows_meet_the_floor_of_their_own_layout(rows):
+    """The four rows served with data-parallel attention x expert parallelism (TensorRT-LLM on
+    8 x H200 and 8 x B200, SGLang's decode and prefill pools on H100) are held against
+    parallel.dp_ep_estimate's floor: none beats it; only the prefill, which overlaps its
+    all-to-all with the math (two-batch overlap), beats the kernel-by-kernel time."""
+    from llm_roofline.parallel import Layout, dp_ep_decode_step
+
+    dp = M.dp_compare(rows)
+    assert [c.row.number for c in dp] == [82, 83, 117, 118]
+    assert all(not c.row.usable and "attention data parallelism" in c.row.reason for c in dp)
+    assert not any(c.beats_floor for c in dp)
+    assert [c.row.number for c in dp if c.beats_bound] == [118]
+    by = {c.row.number: c for c in dp}
+    # row 117 is per GPU: 256 sequences a GPU over one decode step at a 2,001-token context
+    step = dp_ep_decode_step("deepseek-v3", "H100", 256, 2001, Layout(dp=64, ep=64),
+                             weight_dtype="fp8", kv_dtype="bf16", node_limit=4)
+    assert by[117].floor == pytest.approx(256 / step.floor_s)
+    assert by[117].bound == pytest.approx(256 / step.time_s)
+    # the published figures, as the rows' notes turn them into the csv's units
+    assert by[117].measured == 22_282 / 8 and by[118].measured == 50_302 * 4
+    assert by[83].floor > by[82].floor  # B200 with NVFP4 experts over H200 in FP8
+
+    with pytest.raises(ValueError, match="rows must be a list of measured.Row"):
+        M.dp_compare([1])
+    with pytest.raises(ValueError, match="rows"):
+        M.dp_compare("x")
