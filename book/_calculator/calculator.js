@@ -558,6 +558,8 @@
     ["model", "model", "Model", "select", Object.keys(D.models), "llama-3-70b"],
     ["gpu", "gpu", "Accelerator", "select", Object.keys(D.accelerators), "NVIDIA H100 SXM"],
     ["n", "n", "GPUs (tensor-parallel)", "select", D.gpuCounts.map(String), "2"],
+    ["dp", "dp", "Data-parallel attention (GPUs)", "select", D.dpCounts.map(String), "1"],
+    ["ep", "ep", "Experts spread over (EP)", "select", D.dpCounts.map(String), "1"],
     ["weight", "w", "Weights", "select", D.dtypes, "fp8_e4m3"],
     ["kv", "kv", "KV cache", "select", D.dtypes, "bf16"],
     ["compute", "c", "Tensor math", "select", ["auto", ...D.dtypes], "auto"],
@@ -567,7 +569,7 @@
     ["mbu", "mbu", "MBU (share of peak bytes/s)", "number", {min: 0.001, max: 1, step: 0.01}, "1"],
     ["mfu", "mfu", "MFU (share of peak FLOP/s)", "number", {min: 0.001, max: 1, step: 0.01}, "1"],
   ];
-  const GROUPS = [["Model and hardware", ["model", "gpu", "n"]],
+  const GROUPS = [["Model and hardware", ["model", "gpu"]], ["Parallel layout", ["n", "dp", "ep"]],
     ["Precision", ["weight", "kv", "compute"]], ["Workload", ["batch", "prompt", "output"]],
     ["Efficiency", ["mbu", "mfu"]]];
 
@@ -590,7 +592,8 @@
       if (kind === "select") {
         input = el("select", {id, name: key});
         for (const o of opts) {
-          const text = key === "compute" && o === "auto" ? "auto (weights)" : o;
+          const text = key === "compute" && o === "auto" ? "auto (weights)"
+            : key === "dp" && o === "1" ? "off (tensor-parallel)" : o;
           input.append(el("option", {value: o}, text));
         }
       } else {
@@ -601,6 +604,9 @@
     }
     form.append(fs);
   }
+  // what the chosen layout is, in a sentence under its fieldset
+  const layoutNote = el("p", {class: "lc-note lc-layout-note"});
+  inputs.ep.closest("fieldset").append(layoutNote);
 
   const out = (key, cls) => el("output", {"data-key": key, class: cls || ""});
   const error = el("p", {class: "lc-error", role: "alert", hidden: ""});
@@ -673,9 +679,28 @@
   }
 
   let last = null;
+  function describeLayout(state) {  // the layout in one sentence; which controls apply
+    const dp = Number(state.dp), ep = Number(state.ep), m = D.models[state.model];
+    inputs.n.disabled = dp > 1;
+    inputs.ep.disabled = dp === 1;
+    if (dp === 1) {
+      layoutNote.textContent = "Tensor parallelism: every layer split over the GPUs, two " +
+        "all-reduces a layer." + (m.dp.moe ? " For this mixture of experts, try data-parallel " +
+        "attention with its experts spread (DP = EP = 8)." : "");
+    } else if (ep === 1) {
+      layoutNote.textContent = `${dp} GPUs, each a whole copy of the model serving its own ` +
+        "users: plain data parallelism, no collectives. The GPUs field is not used.";
+    } else {
+      layoutNote.textContent = `${dp} GPUs, each running the attention of its own users; the ` +
+        `routed experts spread over ${ep} of them, reached by an all-to-all (FP8 out, BF16 ` +
+        "back) in every MoE layer. The GPUs field is not used.";
+    }
+  }
+
   function update() {
     const t0 = root.performance.now();
     const state = readState();
+    describeLayout(state);
     try {
       last = estimate(state);
       last.max_batch = maxBatch(state);
@@ -709,7 +734,10 @@
     precision.textContent = `Math: the weight matmuls at the ${e.compute_dtype} peak, the LM ` +
       `head at ${e.head_dtype}, the attention at ${e.attention_dtype}; element-wise work priced ` +
       `by its bytes; ${e.n_gpus} GPU${e.n_gpus > 1 ? "s" : ""} in ${e.nodes} ` +
-      `node${e.nodes > 1 ? "s" : ""}; kernel by kernel, the prefill is ${e.prefill_bound}-bound.`;
+      `node${e.nodes > 1 ? "s" : ""}` + (e.dp ? `, ${e.batch_per_gpu.toLocaleString("en-US")} ` +
+        `user${e.batch_per_gpu > 1 ? "s" : ""} on the busiest GPU (memory and times are that ` +
+        "GPU's; the prefill is its prompts in one pass)" : "") +
+      `; kernel by kernel, the prefill is ${e.prefill_bound}-bound.`;
     const mem = e.memory;
     for (const [key] of memRows) put("memory." + key, gib(mem[key]));
     const users = e.max_batch === 1 ? "1 user fits" : `up to ${e.max_batch.toLocaleString("en-US")} users fit`;
