@@ -18,7 +18,7 @@ from conftest import ROOT
 from llm_roofline import counts, estimate, formulas, get_accelerator, get_model
 from llm_roofline.course import webcalc
 from llm_roofline.models import list_models
-from llm_roofline.parallel import Layout, dp_ep_estimate
+from llm_roofline.parallel import Layout, dp_ep_decode_step, dp_ep_estimate
 from llm_roofline.vram import max_batch
 
 CALCULATOR_JS = ROOT / "book" / "_calculator" / "calculator.js"
@@ -357,6 +357,23 @@ def _dp_fits(s: dict, batch: int) -> bool:
                           kv_dtype=s["kv"]).fits
 
 
+def _compare_step(s: dict, values: dict) -> None:
+    """The page's per-kernel table of a single decode step against ``dp_ep_decode_step``'s rows
+    (the kernels that do anything, then the all-to-all where there is one)."""
+    step = dp_ep_decode_step(
+        s["model"], s["gpu"], values["batch_per_gpu"], int(s["prompt"]) + 1,
+        Layout(dp=int(s["dp"]), ep=int(s["ep"])), weight_dtype=s["weight"], kv_dtype=s["kv"],
+        compute_dtype=None if s["compute"] == "auto" else s["compute"], mbu=float(s["mbu"]),
+        mfu=float(s["mfu"]))
+    want = [r for r in step.breakdown() if r["flops"] > 0 or r["bytes"] > 0]
+    got = values["breakdown"]["decode"]
+    assert [r["op"] for r in got] == [r["op"] for r in want], s
+    for g, w in zip(got, want, strict=True):
+        for k in ("flops", "bytes", "time_s"):
+            assert _rel(g[k], w[k]) <= 1e-9, (s, w["op"], k, g[k], w[k])
+    assert _rel(values["tpot_s"], step.time_s) <= 1e-9 and _rel(values["tpot_floor_s"], step.floor_s) <= 1e-9
+
+
 def test_dp_ep_arithmetic_equals_the_library_under_node(tmp_path, data):
     """calculator.js's estimate() with ``dp > 1`` against ``parallel.dp_ep_estimate`` for 80
     settings, DeepSeek-V3 DP8 x EP8 on 8 x H100 among them; and its largest batch against the
@@ -377,6 +394,10 @@ def test_dp_ep_arithmetic_equals_the_library_under_node(tmp_path, data):
     accepted = [(s, v) for s, v in zip(settings, results, strict=True) if "error" not in v]
     assert sum(v["all_to_all_bytes"] > 0 and v["nodes"] > 1 for _, v in accepted) >= 5  # across nodes
     assert sum(s["ep"] == "1" for s, _ in accepted) >= 3  # plain data parallelism
+    one_step = [(s, v) for s, v in accepted if s["output"] == "2"]  # one decode step, at p + 1
+    assert len(one_step) >= 3
+    for s, v in one_step:
+        _compare_step(s, v)
     for s, v in accepted[:12]:
         dp, mb = int(s["dp"]), v["max_batch"]
         assert mb % dp == 0
