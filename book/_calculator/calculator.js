@@ -687,6 +687,10 @@
       layoutNote.textContent = "Tensor parallelism: every layer split over the GPUs, two " +
         "all-reduces a layer." + (m.dp.moe ? " For this mixture of experts, try data-parallel " +
         "attention with its experts spread (DP = EP = 8)." : "");
+    } else if (!m.dp.moe) {
+      layoutNote.textContent = `${dp} GPUs, each a whole copy of this dense model serving its ` +
+        "own users: plain data parallelism, with EP 1 (it has no experts to spread). The GPUs " +
+        "field is not used.";
     } else if (ep === 1) {
       layoutNote.textContent = `${dp} GPUs, each a whole copy of the model serving its own ` +
         "users: plain data parallelism, no collectives. The GPUs field is not used.";
