@@ -45,8 +45,12 @@
  *      min(B, floor(chunk / L)) L tokens for a prompt of L <= chunk, else chunk; and the last
  *      fp32 logits) against capacity less the reserve (_memory).
  *   7. Checks in the library's order, each answered with the library's own message.
+ *   8. With dp > 1 (estimateDp): parallel.dp_ep_estimate's data-parallel attention x expert
+ *      parallelism, the same kernels at n_gpus = 1 for the busiest GPU's ceil(batch / dp)
+ *      sequences, its routed experts reading what all dp GPUs' tokens touch, per MoE layer an
+ *      all-to-all (floor: a copy per distinct remote GPU; kernel by kernel: a copy per pair).
  * tests/test_calculator_page.py (in Chromium) and tests/test_webcalc.py (under node) compare every
- * number with estimate() for random settings.
+ * number with estimate() (dp_ep_estimate() for dp > 1) for random settings.
  */
 (function (root) {
   "use strict";
