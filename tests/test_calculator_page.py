@@ -13,14 +13,15 @@ import pytest
 from conftest import HTML, SCREENSHOTS
 from llm_roofline.course import webcalc
 from test_browser import KNOWN_UPSTREAM_ERRORS, browser, page, site  # noqa: F401  (fixtures)
-from test_webcalc import compare, library, random_settings
+from test_webcalc import compare, compare_dp, dp_settings, library, library_dp, random_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 URL = "/book/calculator.html"
 SETTINGS = 300
 DRIVEN_BY_PLAYWRIGHT = 24  # these through select_option/fill, the rest by setting values + input events
-CONTROLS = ("model", "gpu", "n", "weight", "kv", "compute", "batch", "prompt", "output", "mbu", "mfu")
+CONTROLS = ("model", "gpu", "n", "dp", "ep", "weight", "kv", "compute", "batch", "prompt", "output",
+            "mbu", "mfu")
 
 SET_CONTROLS_JS = """(state) => {
   for (const [key, value] of Object.entries(state)) {
@@ -45,6 +46,8 @@ def _drive(page, setting: dict, playwright: bool) -> None:  # noqa: F811
         page.evaluate(SET_CONTROLS_JS, setting)
         return
     for key in CONTROLS:
+        if key not in setting:
+            continue
         locator = page.locator(f"#lc-{key}")
         if locator.input_value() == setting[key]:
             continue
@@ -113,9 +116,45 @@ def test_page_equals_the_library(page, site):  # noqa: F811
                       "update_ms_p90": times[int(0.9 * len(times))], "update_ms_max": times[-1]}))
 
 
+def test_data_parallel_layout_equals_the_library(page, site):  # noqa: F811
+    """dp and ep on the page: DeepSeek-V3 DP8 x EP8 on 8 x H100 and 39 more settings, its raw
+    and shown numbers equal to ``parallel.dp_ep_estimate``'s, the library's message where it
+    refuses (ep neither 1 nor dp, a dense model with ep > 1), the controls that do not apply
+    disabled, and the link that keeps dp and ep."""
+    _open(page, site)
+    settings = dp_settings(7, 40, webcalc.data())
+    refused = 0
+    for i, setting in enumerate(settings):
+        _drive(page, setting, playwright=i < 4)
+        values = page.evaluate("() => llmCalc.values()")
+        compare_dp(setting, values)
+        assert page.locator("#lc-n").is_disabled() and not page.locator("#lc-ep").is_disabled()
+        error = page.locator("#llm-calc .lc-error")
+        if "error" in values:
+            refused += 1
+            assert error.is_visible() and error.inner_text() == values["error"]
+            continue
+        e, shown = library_dp(setting), page.evaluate(DISPLAYED_JS)
+        for key in ("ttft_s", "tpot_s", "throughput_tok_s", "ttft_floor_s", "tpot_floor_s",
+                    "throughput_floor_tok_s"):
+            _check_printed(shown[key], getattr(e, key))
+        for key in ("weights", "kv_cache", "free"):
+            _check_printed(shown[f"memory.{key}"], getattr(e.memory, key))
+        assert shown["fits"].startswith("Fits:" if e.fits else "Does not fit:")
+        if i == 0:  # DeepSeek-V3 DP8 x EP8: the all-to-all is a row of the decode step's table
+            assert page.locator("#llm-calc .lc-breakdown th", has_text="all_to_all").count() == 1
+            assert "#" in page.url and "dp=8" in page.url and "ep=8" in page.url
+    assert 5 <= refused <= 30
+    _drive(page, {"dp": "1"}, playwright=True)
+    assert page.locator("#lc-ep").is_disabled() and not page.locator("#lc-n").is_disabled()
+    assert "error" not in page.evaluate("() => llmCalc.values()")
+    assert not [e for e in page.errors if e not in KNOWN_UPSTREAM_ERRORS]
+
+
 def test_link_restores_the_settings(page, site, browser):  # noqa: F811
     _open(page, site)
-    setting = {"model": "mixtral-8x7b", "gpu": "AMD Instinct MI300X", "n": "4", "weight": "int4",
+    setting = {"model": "mixtral-8x7b", "gpu": "AMD Instinct MI300X", "n": "4", "dp": "1",
+               "ep": "1", "weight": "int4",
                "kv": "fp8_e4m3", "compute": "auto", "batch": "48", "prompt": "3000",
                "output": "700", "mbu": "0.7", "mfu": "0.45"}
     _drive(page, setting, playwright=True)

@@ -29,7 +29,7 @@ def by_number(rows, n):
 
 # --- loading ----------------------------------------------------------------------------------
 def test_every_row_is_loaded_typed(rows):
-    assert len(rows) == 116
+    assert len(rows) == 118
     first = rows[0]
     assert (first.number, first.model, first.n_gpus, first.batch, first.input_len,
             first.output_len, first.value, first.unit) == (1, "Llama-2-7B", 1, 1, 5, 200, 104.9,
@@ -52,7 +52,7 @@ def test_kipplys_fastertransformer_row(rows):
 def test_no_row_is_dropped_silently(rows):
     usable = M.usable(rows)
     rest = M.not_reproducible(rows)
-    assert len(usable) + len(rest) == 116
+    assert len(usable) + len(rest) == 118
     assert len(usable) == 84
     # the L40S rows (54, 61, 62) map to the L40S: TensorRT-LLM v0.5, Llama-2-7B in FP8
     assert [r.accelerator for r in rows if r.number in (54, 61, 62)] == ["L40S"] * 3
@@ -71,6 +71,8 @@ def test_no_row_is_dropped_silently(rows):
     (52, "ambiguous unit"),       # the A100 TP4 table: per GPU or total?
     (74, "layout not given"),
     (82, "attention data parallelism"),
+    (117, "attention data parallelism"),  # SGLang's DP attention x EP72 decode (LMSYS blog)
+    (118, "attention data parallelism"),  # and its DP attention x EP32 prefill
     (102, "NVIDIA/NeMo discussion #8455"),
     (38, "ambiguous definition"),  # Qwen speed with a 129,024-token prompt
     (30, "memory measurement"),
@@ -202,3 +204,31 @@ def test_max_throughput_rows_stay_under_the_infinite_batch_ceiling(rows):
 def test_bound_of_a_row_that_is_not_reproducible_is_refused(rows):
     with pytest.raises(ValueError, match="row 81 is not reproducible: speculative"):
         M.bound(by_number(rows, 81))
+
+
+def test_data_parallel_rows_meet_the_floor_of_their_own_layout(rows):
+    """The four rows served with data-parallel attention x expert parallelism (TensorRT-LLM on
+    8 x H200 and 8 x B200, SGLang's decode and prefill pools on H100) are held against
+    parallel.dp_ep_estimate's floor: none beats it; only the prefill, which overlaps its
+    all-to-all with the math (two-batch overlap), beats the kernel-by-kernel time."""
+    from llm_roofline.parallel import Layout, dp_ep_decode_step
+
+    dp = M.dp_compare(rows)
+    assert [c.row.number for c in dp] == [82, 83, 117, 118]
+    assert all(not c.row.usable and "attention data parallelism" in c.row.reason for c in dp)
+    assert not any(c.beats_floor for c in dp)
+    assert [c.row.number for c in dp if c.beats_bound] == [118]
+    by = {c.row.number: c for c in dp}
+    # row 117 is per GPU: 256 sequences a GPU over one decode step at a 2,001-token context
+    step = dp_ep_decode_step("deepseek-v3", "H100", 256, 2001, Layout(dp=64, ep=64),
+                             weight_dtype="fp8", kv_dtype="bf16", node_limit=4)
+    assert by[117].floor == pytest.approx(256 / step.floor_s)
+    assert by[117].bound == pytest.approx(256 / step.time_s)
+    # the published figures, as the rows' notes turn them into the csv's units
+    assert by[117].measured == 22_282 / 8 and by[118].measured == 50_302 * 4
+    assert by[83].floor > by[82].floor  # B200 with NVFP4 experts over H200 in FP8
+
+    with pytest.raises(ValueError, match="rows must be a list of measured.Row"):
+        M.dp_compare([1])
+    with pytest.raises(ValueError, match="rows"):
+        M.dp_compare("x")

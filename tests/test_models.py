@@ -133,7 +133,25 @@ def test_qwen_has_qkv_biases():
 )
 def test_kv_cache_bytes_per_token(name, kv_bytes):
     assert get_model(name).kv_cache_bytes_per_token("bf16") == kv_bytes
-    assert get_model(name).kv_cache_bytes_per_token("fp8") == kv_bytes // 2
+    if name != "deepseek-v3":  # an FP8 latent is not half of it (below)
+        assert get_model(name).kv_cache_bytes_per_token("fp8") == kv_bytes // 2
+
+
+def test_fp8_latent_cache_is_flashmla_656_bytes_for_every_caller():
+    """DeepSeek-V3's FP8 latent, as FlashMLA stores it: 512 FP8 numbers, 512 / 128 = 4 FP32
+    scales and 64 BF16 rope numbers, 656 bytes a token a layer (not 576), 61 layers. The
+    model's per-token size, the memory planner's and the traffic model's agree on it."""
+    from llm_roofline import kv
+    from llm_roofline.deployment import kv_bytes_per_element
+
+    cfg = get_model("deepseek-v3")
+    by_hand = 61 * (512 * 1 + 4 * 4 + 64 * 2)
+    assert by_hand == 40_016
+    assert cfg.kv_cache_bytes_per_token("fp8") == by_hand
+    assert cfg.kv_elements_per_token * kv_bytes_per_element(cfg, "fp8") == pytest.approx(by_hand)
+    per_token = kv.step_traffic(cfg, 1, 1001, kv_dtype="fp8")["kv"] / 1001
+    assert per_token == pytest.approx(by_hand)
+    assert cfg.kv_cache_bytes_per_token("bf16") == 61 * 576 * 2
 
 
 def test_explicit_head_dim_is_used_not_hidden_over_heads():

@@ -45,8 +45,12 @@
  *      min(B, floor(chunk / L)) L tokens for a prompt of L <= chunk, else chunk; and the last
  *      fp32 logits) against capacity less the reserve (_memory).
  *   7. Checks in the library's order, each answered with the library's own message.
+ *   8. With dp > 1 (estimateDp): parallel.dp_ep_estimate's data-parallel attention x expert
+ *      parallelism, the same kernels at n_gpus = 1 for the busiest GPU's ceil(batch / dp)
+ *      sequences, its routed experts reading what all dp GPUs' tokens touch, per MoE layer an
+ *      all-to-all (floor: a copy per distinct remote GPU; kernel by kernel: a copy per pair).
  * tests/test_calculator_page.py (in Chromium) and tests/test_webcalc.py (under node) compare every
- * number with estimate() for random settings.
+ * number with estimate() (dp_ep_estimate() for dp > 1) for random settings.
  */
 (function (root) {
   "use strict";
@@ -107,14 +111,14 @@
 
   /* Per kernel the mean [FLOPs, bytes, time] over the decode steps, and the mean of the steps'
    * max(math, memory, flat) (the floor before its added latency). */
-  function decodeMeans(m, tp, sizes, fn, b, p, steps, peakOf, bw, flat) {
+  function decodeMeans(m, tp, sizes, fn, b, p, steps, peakOf, bw, flat, adjust) {
+    const pass = (nPast) => (adjust || ((k) => k))(kernels(m, tp, sizes, fn, b, 1, nPast));
     // segments [a, z] of cached lengths p .. p + steps - 1, cut after each break
     const last = p + steps - 1, cuts = m.breaks.filter((x) => x >= p && x < last);
     const ends = [...cuts, last], sums = new Map();
     let a = p, envelope = 0;
     for (const z of ends) {
-      const n = z - a + 1, k0 = kernels(m, tp, sizes, fn, b, 1, a),
-        k1 = kernels(m, tp, sizes, fn, b, 1, z);
+      const n = z - a + 1, k0 = pass(a), k1 = pass(z);
       const math = [0, 0], memory = [0, 0];
       for (const [k, [f0, m0]] of k0) {
         const [f1, m1] = k1.get(k), peak = peakOf(k);
@@ -226,6 +230,7 @@
   function estimate(state, summary) {
     const m = D.models[state.model], chip = D.accelerators[state.gpu];
     if (!m || !chip) throw new CalcError("unknown model or accelerator");
+    if (Number(state.dp || 1) > 1) return estimateDp(state, summary, m, chip);
     const n = Number(state.n), chipTp = chip.tp[n], modelTp = m.tp[n];
     if (!chipTp || !modelTp) throw new CalcError("n_gpus must be one of " + D.gpuCounts.join(", "));
     if (chipTp.error) throw new CalcError(chipTp.error);
@@ -338,6 +343,166 @@
     };
   }
 
+  /* parallel._miss: the chance none of a token's k experts (uniform, without replacement among
+   * e) is one of `held` given ones, C(e - held, k) / C(e, k). */
+  function miss(e, k, held) {
+    let out = 1;
+    for (let i = 0; i < k; i++) out *= Math.max(e - held - i, 0) / (e - i);
+    return out;
+  }
+
+  /* parallel._remote_copies: copies of a token's hidden state one MoE layer sends, as
+   * [[link, network] at the least, [link, network] one per (token, expert) pair]. */
+  function remoteCopies(e, k, ep, domain) {
+    if (ep === 1) return [[0, 0], [0, 0]];
+    const d = Math.min(ep, domain), nodes = Math.ceil(ep / d), per = e / ep;
+    return [[(d - 1) * (1 - miss(e, k, per)), (nodes - 1) * (1 - miss(e, k, per * d))],
+      [k * (d - 1) / ep, k * (ep - d) / ep]];
+  }
+
+  /* parallel.dp_ep_estimate (balanced experts, no MTP, uniform routing, FP8 dispatch and BF16
+   * combine): Layout(dp, ep), each of dp GPUs with the whole attention and its own
+   * ceil(batch / dp) sequences, the routed experts spread over ep (1 or dp) GPUs. On the
+   * busiest GPU: one pass's kernels at n_gpus = 1, each routed-expert kernel reading the
+   * experts its share of all dp GPUs' tokens touch (_dp_pass), then per MoE layer an
+   * all-to-all dispatch and combine, at the floor one copy per distinct remote GPU, kernel by
+   * kernel one per pair, after the kernels (_dp_times). The prefill is one pass of the GPU's
+   * prompts; memory is one GPU's less the routed experts held elsewhere. */
+  function estimateDp(state, summary, m, chip) {
+    const dp = Number(state.dp), ep = Number(state.ep || 1), info = m.dp;
+    if (!D.dpCounts.includes(dp) || !D.dpCounts.includes(ep)) {
+      throw new CalcError("dp and ep must be one of " + D.dpCounts.join(", "));
+    }
+    if (ep !== 1 && ep !== dp) {
+      throw new CalcError(D.messages.layoutEp.replace("{dp}", dp).replace("{ep}", ep));
+    }
+    let computeDtype, chipPeak;
+    if (state.compute === "auto") {
+      [computeDtype, chipPeak] = chip.auto[state.weight];
+    } else {
+      chipPeak = chip.compute[state.compute];
+      if (typeof chipPeak === "string") throw new CalcError(chipPeak);
+      computeDtype = state.compute;
+    }
+    const mbu = fraction("mbu", state.mbu), mfu = fraction("mfu", state.mfu);
+    const links = ep > 1 ? chip.ep[ep] : null;
+    if (ep > 1 && info.epErrors[ep]) throw new CalcError(info.epErrors[ep]);
+    if (typeof links === "string") throw new CalcError(links);
+    const bAll = count("batch", state.batch), b = Math.ceil(bAll / dp),
+      p = count("prompt_len", state.prompt), o = count("output_len", state.output);
+    if (p + o > m.maxContext) {
+      throw new CalcError(m.contextError.replace("{}", (p + o).toLocaleString("en-US")));
+    }
+    const tp = m.tp[1], sizes = {weight: D.sizes.weight[state.weight],
+      head: D.sizes.head[state.weight], kv: (m.kvSizes || D.sizes.kv)[state.kv]};
+    const [headDtype, headPeak] = chip.head[state.weight], [attentionDtype, attentionPeak] =
+      chip.attention, bw = chip.bandwidth * mbu;
+    const kernelMath = new Map(m.kernels.map((k, i) => [k, m.math[i]]));
+    const dtypes = {body: computeDtype, head: headDtype, attention: attentionDtype};
+    const peaks = {body: chipPeak * mfu, head: headPeak * mfu, attention: attentionPeak * mfu};
+    const mathOf = (k) => kernelMath.get(k) === null ? null : dtypes[kernelMath.get(k)];
+    const peakOf = (k) => kernelMath.get(k) === null ? Infinity : peaks[kernelMath.get(k)];
+    const passes = D.passes[state.model], prefillFn = passes.prefill,
+      decodeFn = passes.decode || passes.prefill;
+    const moe = info.moe && ep > 1;
+    // _dp_pass: a GPU of the EP group reads the experts that all dp GPUs' tokens touch, E/ep of
+    // them, where alone its own tokens would touch E (1 - (1 - k/E)^t)
+    const adjust = (tokens) => (ks) => {
+      if (!moe) return ks;
+      const e = info.experts, q = 1 - info.k / e, held = (e / ep) * (1 - q ** (tokens * dp)),
+        local = e * (1 - q ** tokens), extra = info.moeLayers * (held - local) * info.matrix
+          * sizes.weight;
+      for (const op of ["gate_proj", "up_proj", "down_proj"]) {
+        const [f, mv] = ks.get(op);
+        ks.set(op, [f, mv + extra]);
+      }
+      return ks;
+    };
+    // the all-to-alls of a pass of `tokens` tokens: [link, network, latency] at the floor, and
+    // the kernel-by-kernel time (one copy per pair, one after another, with their latencies)
+    const [least, pairs] = moe ? remoteCopies(info.experts, info.k, ep, chip.domain)
+      : [[0, 0], [0, 0]];
+    const allToAll = (tokens) => {
+      if (!moe) return {floor: [0, 0, 0], kbk: 0, bytes: [0, 0]};
+      const [oneWay, net, latency] = links,
+        perCopy = info.moeLayers * tokens * (info.dispatch + info.combine);
+      const linkS = perCopy * least[0] / oneWay, netS = net ? perCopy * least[1] / net : 0;
+      const kbk = perCopy * pairs[0] / oneWay + (net ? perCopy * pairs[1] / net : 0)
+        + 2 * info.moeLayers * latency;
+      return {floor: [linkS, netS, 2 * info.moeLayers * latency], kbk,
+        least: perCopy * (least[0] + least[1]), pairs: perCopy * (pairs[0] + pairs[1])};
+    };
+    const single = b === 1;
+
+    // decode: the exact mean over the output_len - 1 steps, as the TP path's
+    const steps = Math.max(o - 1, 1), decodeA2a = allToAll(b), decodeColl = decodeA2a.floor;
+    const flat = Math.max(decodeColl[0], decodeColl[1], single ? 0 : decodeColl[2]);
+    const [means, envelope] = decodeMeans(m, tp, sizes, decodeFn, b, p, steps, peakOf, bw, flat,
+      adjust(b));
+    let tpot = 0, flops = 0, moved = 0, decodeMath = 0;
+    for (const [k, [f, mv, t]] of means) { tpot += t; flops += f; moved += mv; decodeMath += f / peakOf(k); }
+    tpot += decodeA2a.kbk;
+    const decodeBusy = busy(decodeMath, moved / bw, decodeColl, single, tpot,
+      envelope + (single ? decodeColl[2] : 0));
+    if (summary) {
+      return {batch: bAll, tpot_s: tpot, throughput_tok_s: bAll / tpot,
+        tpot_floor_s: decodeBusy.floor, throughput_floor_tok_s: bAll / decodeBusy.floor};
+    }
+
+    // the prefill: each GPU's b prompts in one pass, logits at each prompt's last position
+    const prefill = adjust(b * p)(kernels(m, tp, sizes, prefillFn, b, p, 0, b)),
+      prefillTimes = new Map(), prefillA2a = allToAll(b * p);
+    let ttft = 0, prefillMath = 0, prefillBytes = 0;
+    for (const [k, [f, mv]] of prefill) {
+      const t = Math.max(f / peakOf(k), mv / bw);
+      prefillTimes.set(k, t);
+      ttft += t; prefillMath += f / peakOf(k); prefillBytes += mv;
+    }
+    ttft += prefillA2a.kbk;
+    const prefillBusy = busy(prefillMath, prefillBytes / bw, prefillA2a.floor, single, ttft);
+
+    const mem = memoryDp(m, chip, sizes, b, p, o, ep);
+    const decode = new Map([...means].map(([k, [f, mv]]) => [k, [f, mv]]));
+    const decodeTimes = new Map([...means].map(([k, v]) => [k, v[2]]));
+    const rows = (costs, times, a2a) => {
+      const r = phaseRows(costs, times, mathOf, peakOf, bw, a2a.kbk, 0, 1);
+      if (moe) {
+        let total = 0;
+        for (const t of times.values()) total += t;
+        r.push({op: "all_to_all", flops: 0, bytes: a2a.pairs, intensity: null, time_s: a2a.kbk,
+          bound: links[1] ? "network" : "interconnect", share: a2a.kbk / (total + a2a.kbk)});
+      }
+      return r;
+    };
+    const ttftFloor = prefillBusy.floor, tpotFloor = decodeBusy.floor;
+    return {
+      model: state.model, accelerator: chip.name, batch: bAll, batch_per_gpu: b, prompt_len: p,
+      output_len: o, weight_dtype: state.weight, kv_dtype: state.kv, compute_dtype: computeDtype,
+      head_dtype: headDtype, attention_dtype: attentionDtype, n_gpus: dp, dp, ep,
+      nodes: Math.ceil(dp / chip.domain), mbu, mfu, memory: mem, fits: mem.free >= 0,
+      ttft_s: ttft, prefill_bound: bound(prefill, prefillTimes, peakOf, bw), tpot_s: tpot,
+      decode_bound: bound(decode, decodeTimes, peakOf, bw), throughput_tok_s: bAll / tpot,
+      decode_bytes: moved, decode_flops: flops, all_to_all_s: decodeA2a.kbk,
+      all_to_all_bytes: moe ? decodeA2a.least : 0,
+      bandwidth_utilisation: moved / tpot / chip.bandwidth, e2e_s: ttft + (o - 1) * tpot,
+      ttft_floor_s: ttftFloor, tpot_floor_s: tpotFloor, throughput_floor_tok_s: bAll / tpotFloor,
+      e2e_floor_s: ttftFloor + (o - 1) * tpotFloor,
+      resources: {prefill: prefillBusy, decode: decodeBusy},
+      breakdown: {prefill: rows(prefill, prefillTimes, prefillA2a),
+        decode: rows(decode, decodeTimes, decodeA2a)},
+    };
+  }
+
+  /* dp_ep_estimate's memory: one GPU's (n_gpus = 1) for its own sequences, less the routed
+   * experts held by the other GPUs of the EP group, (1 - 1/ep) of them. */
+  function memoryDp(m, chip, sizes, b, p, o, ep) {
+    const mem = memory(m, m.tp[1], 1, chip, sizes, b, p, o);
+    if (!m.dp.moe || ep === 1) return mem;
+    const weights = mem.weights - m.dp.routedParams * (1 - 1 / ep) * sizes.weight,
+      used = weights + mem.kv_cache + mem.activations;
+    return {...mem, weights, used, free: mem.usable - used};
+  }
+
   function memory(m, tp, n, chip, sizes, b, p, o) {  // calculator._memory
     let weights = 0;
     m.params.forEach((x, i) => { weights += x * tp.shares[i] * (m.head[i] ? sizes.head : sizes.weight); });
@@ -351,18 +516,25 @@
       usable: capacity - reserve, free: (capacity - reserve) - used};
   }
 
-  function maxBatch(state) {  // calculator.max_batch: the largest batch that fits, by bisection
+  /* calculator.max_batch: the largest batch that fits, by bisection; with data-parallel
+   * attention dp times the most sequences one GPU holds (the busiest holds ceil(batch / dp)). */
+  function maxBatch(state) {
+    const dp = Number(state.dp || 1);
     const probe = (b) => estimateMemory({...state, batch: b}).free >= 0;
     let lo = 0, hi = 2 ** 40;
-    if (probe(hi)) return hi;
+    if (probe(hi)) return dp * hi;
     while (hi - lo > 1) { const mid = Math.floor((lo + hi) / 2); if (probe(mid)) lo = mid; else hi = mid; }
-    return lo;
+    return dp * lo;
   }
 
   function estimateMemory(state) {
     const m = D.models[state.model], chip = D.accelerators[state.gpu], n = Number(state.n);
     const sizes = {weight: D.sizes.weight[state.weight], head: D.sizes.head[state.weight],
       kv: (m.kvSizes || D.sizes.kv)[state.kv]};
+    if (Number(state.dp || 1) > 1) {  // state.batch: the sequences of one GPU
+      return memoryDp(m, chip, sizes, Number(state.batch), Number(state.prompt),
+        Number(state.output), Number(state.ep || 1));
+    }
     return memory(m, m.tp[n], n, chip, sizes, Number(state.batch), Number(state.prompt),
       Number(state.output));
   }
@@ -390,6 +562,8 @@
     ["model", "model", "Model", "select", Object.keys(D.models), "llama-3-70b"],
     ["gpu", "gpu", "Accelerator", "select", Object.keys(D.accelerators), "NVIDIA H100 SXM"],
     ["n", "n", "GPUs (tensor-parallel)", "select", D.gpuCounts.map(String), "2"],
+    ["dp", "dp", "Data-parallel attention (GPUs)", "select", D.dpCounts.map(String), "1"],
+    ["ep", "ep", "Experts spread over (EP)", "select", D.dpCounts.map(String), "1"],
     ["weight", "w", "Weights", "select", D.dtypes, "fp8_e4m3"],
     ["kv", "kv", "KV cache", "select", D.dtypes, "bf16"],
     ["compute", "c", "Tensor math", "select", ["auto", ...D.dtypes], "auto"],
@@ -399,7 +573,7 @@
     ["mbu", "mbu", "MBU (share of peak bytes/s)", "number", {min: 0.001, max: 1, step: 0.01}, "1"],
     ["mfu", "mfu", "MFU (share of peak FLOP/s)", "number", {min: 0.001, max: 1, step: 0.01}, "1"],
   ];
-  const GROUPS = [["Model and hardware", ["model", "gpu", "n"]],
+  const GROUPS = [["Model and hardware", ["model", "gpu"]], ["Parallel layout", ["n", "dp", "ep"]],
     ["Precision", ["weight", "kv", "compute"]], ["Workload", ["batch", "prompt", "output"]],
     ["Efficiency", ["mbu", "mfu"]]];
 
@@ -422,7 +596,8 @@
       if (kind === "select") {
         input = el("select", {id, name: key});
         for (const o of opts) {
-          const text = key === "compute" && o === "auto" ? "auto (weights)" : o;
+          const text = key === "compute" && o === "auto" ? "auto (weights)"
+            : key === "dp" && o === "1" ? "off (tensor-parallel)" : o;
           input.append(el("option", {value: o}, text));
         }
       } else {
@@ -433,6 +608,9 @@
     }
     form.append(fs);
   }
+  // what the chosen layout is, in a sentence under its fieldset
+  const layoutNote = el("p", {class: "lc-note lc-layout-note"});
+  inputs.ep.closest("fieldset").append(layoutNote);
 
   const out = (key, cls) => el("output", {"data-key": key, class: cls || ""});
   const error = el("p", {class: "lc-error", role: "alert", hidden: ""});
@@ -505,9 +683,32 @@
   }
 
   let last = null;
+  function describeLayout(state) {  // the layout in one sentence; which controls apply
+    const dp = Number(state.dp), ep = Number(state.ep), m = D.models[state.model];
+    inputs.n.disabled = dp > 1;
+    inputs.ep.disabled = dp === 1;
+    if (dp === 1) {
+      layoutNote.textContent = "Tensor parallelism: every layer split over the GPUs, two " +
+        "all-reduces a layer." + (m.dp.moe ? " For this mixture of experts, try data-parallel " +
+        "attention with its experts spread (DP = EP = 8)." : "");
+    } else if (!m.dp.moe) {
+      layoutNote.textContent = `${dp} GPUs, each a whole copy of this dense model serving its ` +
+        "own users: plain data parallelism, with EP 1 (it has no experts to spread). The GPUs " +
+        "field is not used.";
+    } else if (ep === 1) {
+      layoutNote.textContent = `${dp} GPUs, each a whole copy of the model serving its own ` +
+        "users: plain data parallelism, no collectives. The GPUs field is not used.";
+    } else {
+      layoutNote.textContent = `${dp} GPUs, each running the attention of its own users; the ` +
+        `routed experts spread over ${ep} of them, reached by an all-to-all (FP8 out, BF16 ` +
+        "back) in every MoE layer. The GPUs field is not used.";
+    }
+  }
+
   function update() {
     const t0 = root.performance.now();
     const state = readState();
+    describeLayout(state);
     try {
       last = estimate(state);
       last.max_batch = maxBatch(state);
@@ -541,7 +742,10 @@
     precision.textContent = `Math: the weight matmuls at the ${e.compute_dtype} peak, the LM ` +
       `head at ${e.head_dtype}, the attention at ${e.attention_dtype}; element-wise work priced ` +
       `by its bytes; ${e.n_gpus} GPU${e.n_gpus > 1 ? "s" : ""} in ${e.nodes} ` +
-      `node${e.nodes > 1 ? "s" : ""}; kernel by kernel, the prefill is ${e.prefill_bound}-bound.`;
+      `node${e.nodes > 1 ? "s" : ""}` + (e.dp ? `, ${e.batch_per_gpu.toLocaleString("en-US")} ` +
+        `user${e.batch_per_gpu > 1 ? "s" : ""} on the busiest GPU (memory and times are that ` +
+        "GPU's; the prefill is its prompts in one pass)" : "") +
+      `; kernel by kernel, the prefill is ${e.prefill_bound}-bound.`;
     const mem = e.memory;
     for (const [key] of memRows) put("memory." + key, gib(mem[key]));
     const users = e.max_batch === 1 ? "1 user fits" : `up to ${e.max_batch.toLocaleString("en-US")} users fit`;

@@ -19,7 +19,6 @@ from .dtypes import (
     bytes_per_element,
     canonical,
     math_class,
-    mla_cache_bytes_per_element,
     nominal_bits,
 )
 from .hardware import Accelerator, get_accelerator
@@ -556,9 +555,7 @@ def kv_bytes_per_element(cfg: ModelConfig, kv_dtype: str) -> float:
     stores it (``dtypes.mla_cache_bytes_per_element``: 656 bytes a token a layer for
     DeepSeek-V3's 576 numbers, not 576).
     """
-    if cfg.is_mla:
-        return float(mla_cache_bytes_per_element(kv_dtype, cfg.kv_lora_rank, cfg.qk_rope_head_dim))
-    return float(bytes_per_element(kv_dtype))
+    return cfg.kv_bytes_per_element(kv_dtype)
 
 
 def _sizes(weights: str, kv: str, act: str, group_size: int,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import counts, formulas, validate
-from .dtypes import bytes_per_element, mla_cache_bytes_per_element
+from .dtypes import bytes_per_element
 from .models import ModelConfig, resolve
 
 __all__ = ["step_traffic", "crossover_context", "attention_intensity"]
@@ -28,9 +28,7 @@ def _model(model) -> ModelConfig:
 
 def _kv_bytes(cfg: ModelConfig, kv_dtype: str) -> float:
     """Bytes per cached number; an fp8 MLA latent as FlashMLA stores it (656 B a token a layer)."""
-    if cfg.is_mla:
-        return float(mla_cache_bytes_per_element(kv_dtype, cfg.kv_lora_rank, cfg.qk_rope_head_dim))
-    return float(bytes_per_element(kv_dtype))
+    return cfg.kv_bytes_per_element(kv_dtype)
 
 
 def step_traffic(model, batch, context, *, weight_dtype: str = "bf16",

@@ -1,6 +1,6 @@
 """Published measurements of real engines against the calculator's floor and kernel-by-kernel time.
 
-``load()`` reads ``data/measured/measured-inference.csv`` (116 published rows, sources in the
+``load()`` reads ``data/measured/measured-inference.csv`` (118 published rows, sources in the
 file and in its README) into typed ``Row`` objects: each mapped to a ``ModelConfig`` (from the
 data's ``model-configs.json``), an accelerator of the library, the weight / KV-cache / math
 precisions and an engine family, or marked not reproducible with the reason (speculative
@@ -47,7 +47,7 @@ from .models import ModelConfig
 
 __all__ = [
     "COLUMNS", "FAMILIES", "METRICS", "MODERN", "Comparison", "Row", "bound", "bound_estimate",
-    "ceiling", "compare", "engines_table", "family", "floor", "floor_value", "load",
+    "ceiling", "compare", "dp_compare", "engines_table", "family", "floor", "floor_value", "load",
     "model_config", "not_reproducible",
     "plot_against_bound", "predicted_value", "reasons_summary", "reasons_table", "rounding",
     "usable",
@@ -541,6 +541,59 @@ def compare(rows: list[Row] | None = None) -> list[Comparison]:
             mfu = flops / seconds / chip.peak(est.compute_dtype)
         out.append(Comparison(row=row, bound=b, measured=row.value, attained=attained,
                               mbu=mbu, mfu=mfu, floor=floor_value(row, est)))
+    return out
+
+
+# The rows served with data-parallel attention and expert parallelism, as the library expresses
+# each (parallel.dp_ep_estimate): row -> (chip, sequences, prompt, layout (dp, ep), options, what).
+# Rows 117-118 ran EP72 and EP32 with EPLB's redundant experts (288 in all); 72 does not divide
+# the 256 routed experts, and EP64 holds as many a GPU (4) as EP72 with 288.
+_DP_ROWS = {
+    82: ("H200", 1024, 1024, (8, 8), dict(weight_dtype="fp8", kv_dtype="fp8"), "decode"),
+    83: ("B200", 7168, 1024, (8, 8), dict(weight_dtype="fp8", expert_dtype="nvfp4",
+                                          kv_dtype="fp8"), "decode"),
+    117: ("H100", 256 * 64, 2000, (64, 64), dict(weight_dtype="fp8", kv_dtype="bf16"), "decode"),
+    118: ("H100", 128, 4096, (32, 32), dict(weight_dtype="fp8", kv_dtype="bf16"), "prefill"),
+}
+
+
+def dp_compare(rows: list[Row] | None = None) -> list[Comparison]:
+    """A ``Comparison`` of each row served with data-parallel attention and expert parallelism
+    (the tensor-parallel calculator cannot express it, so ``compare`` leaves it out), against
+    ``parallel.dp_ep_estimate``'s floor and kernel-by-kernel time of the layout it ran.
+
+    DeepSeek-V3's node-limited routing (4 nodes a token). A decode row's floor and
+    kernel-by-kernel value are the decode's alone (``batch`` over a decode step's time, the
+    mean over the output; per GPU for a per-GPU metric): the prefill of each request only adds
+    time, so no engine beats that floor. A prefill row's are its prompt tokens over the TTFT.
+    Rows 117-118 ran EP72 and EP32 with 32 redundant experts; the library expresses EP72 as
+    EP64, which holds as many experts a GPU.
+    """
+    from .parallel import Layout, dp_ep_estimate
+
+    if rows is not None:
+        rows = validate.sequence("rows", rows, what="measured.Row")
+        bad = next((r for r in rows if not isinstance(r, Row)), None)
+        if bad is not None:
+            raise ValueError(f"rows must be a list of measured.Row (from measured.load()), got "
+                             f"{validate.shorten(bad)} in it")
+    out = []
+    for row in load() if rows is None else rows:
+        if row.number not in _DP_ROWS or row.model != "DeepSeek-V3":
+            continue
+        chip, batch, prompt, (dp, ep), options, phase = _DP_ROWS[row.number]
+        output = row.output_len or 2
+        e = dp_ep_estimate("deepseek-v3", chip, batch, prompt, output, Layout(dp=dp, ep=ep),
+                           node_limit=4, **options)
+        if phase == "prefill":
+            tokens = batch * prompt
+            floor, kernels = tokens / e.ttft_floor_s, tokens / e.ttft_s
+        else:
+            floor, kernels = e.throughput_floor_tok_s, e.throughput_tok_s
+            if row.metric == "output_throughput_per_gpu":
+                floor, kernels = floor / dp, kernels / dp
+        out.append(Comparison(row=row, bound=kernels, measured=row.value,
+                              attained=row.value / kernels, mbu=None, mfu=None, floor=floor))
     return out
 
 

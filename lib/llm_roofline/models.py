@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from . import counts, formulas, validate
-from .dtypes import bytes_per_element
+from .dtypes import bytes_per_element, mla_cache_bytes_per_element
 
 __all__ = [
     "LAYER_TYPES", "MAX_CONFIG_BYTES", "MLP_ACTIVATIONS", "ModelConfig",
@@ -327,10 +327,23 @@ class ModelConfig:
             held = min(context, self.sliding_window)
         return per_layer * ((self.n_layers - windowed) * context + windowed * held)
 
+    def kv_bytes_per_element(self, dtype: str = "bf16") -> float:
+        """Bytes one cached number costs, stored in ``dtype`` (a ``dtypes`` name).
+
+        ``bytes_per_element(dtype)``, except an MLA latent cache in fp8, stored as FlashMLA
+        stores it (``dtypes.mla_cache_bytes_per_element``: for DeepSeek-V3, 656 bytes a token
+        a layer for its 576 numbers, not 576). The one rule every caller uses.
+        """
+        if self.is_mla:
+            return float(mla_cache_bytes_per_element(dtype, self.kv_lora_rank,
+                                                     self.qk_rope_head_dim))
+        return float(bytes_per_element(dtype))
+
     def kv_cache_bytes_per_token(self, dtype: str = "bf16") -> float:
         """Bytes of KV cache per token (all layers) stored in ``dtype`` (a ``dtypes`` name), while
-        the context fits every window."""
-        return float(self.kv_elements_per_token * bytes_per_element(dtype))
+        the context fits every window; an fp8 MLA latent as FlashMLA stores it (see
+        :meth:`kv_bytes_per_element`)."""
+        return float(self.kv_elements_per_token * self.kv_bytes_per_element(dtype))
 
     # ---- Hugging Face config.json -----------------------------------------------------------
 

@@ -224,6 +224,9 @@ def experts_read(models: Sequence[str] = ("deepseek-v3", "mixtral-8x7b"), larges
     return fig
 
 
+_COMPACT_WIDTH = 5.5  # inches: a dashboard on a narrower figure is drawn compact
+
+
 def dashboard(model="llama-3-70b", precision: str = "FP8", batch: int = 32, prompt: int = 2048,
               n_gpus: int = 2, output: int = 256, gpu="H100 SXM", xmax: float | None = None,
               ax=None):
@@ -233,7 +236,8 @@ def dashboard(model="llama-3-70b", precision: str = "FP8", batch: int = 32, prom
     (the black line). Below it, if the batch fits: TTFT, TPOT, throughput and how busy the
     bandwidth is; if it does not fit, how much memory it would need instead (no latencies:
     a configuration that does not run has none). Draws on ``ax`` (a new figure if None) and
-    returns the Axes.
+    returns the Axes. On a figure narrower than 5.5 inches (the PDF's frames of
+    a scrubber) it is drawn compact: the legend in two rows above the bar, shorter lines.
     """
     import matplotlib.pyplot as plt
 
@@ -255,14 +259,26 @@ def dashboard(model="llama-3-70b", precision: str = "FP8", batch: int = 32, prom
     ax.axvline(m.capacity / GiB, color="k", lw=1.5)
     right = real("xmax", xmax, minimum=0, open_min=True) if xmax is not None else None
     ax.set_xlim(0, right or max(m.capacity, m.used + m.reserve) / GiB * 1.05)
-    ax.set_ylim(-1.9, 0.9)
+    compact = ax.figure.get_size_inches()[0] < _COMPACT_WIDTH
+    ax.set_ylim(-1.9, 1.5 if compact else 0.9)
     ax.set_yticks([])
-    ax.set_xlabel(f"GiB per GPU (black line: its capacity, {m.capacity / GiB:.0f} GiB)",
-                  fontsize=9)
+    capacity = f"{m.capacity / GiB:.0f} GiB"
+    ax.set_xlabel(f"GiB per GPU (black line: {capacity})" if compact else
+                  f"GiB per GPU (black line: its capacity, {capacity})", fontsize=9)
     ax.tick_params(labelsize=9)
-    ax.legend(fontsize=9, ncol=4, loc="upper left", frameon=False, borderaxespad=0.2)
+    ax.legend(fontsize=9, ncol=2 if compact else 4, loc="upper left", frameon=False,
+              borderaxespad=0.2, columnspacing=1.0, handlelength=1.5)
     setup = f"{get_model(model).name}, {precision}, {n_gpus} x {chip.name}, batch {batch}"
-    if e.fits:
+    if compact and e.fits:
+        lines = (f"fits: TTFT {1e3 * e.ttft_s:,.0f} ms, TPOT {1e3 * e.tpot_s:.1f} ms",
+                 f"{e.throughput_tok_s:,.0f} tokens/s, bandwidth "
+                 f"{e.bandwidth_utilisation:.0%} busy")
+        colour = "k"
+    elif compact:
+        lines = (f"DOES NOT FIT: needs {(m.used + m.reserve) / GiB:,.1f} of {capacity}",
+                 "(no latency: it cannot run)")
+        colour = "tab:red"
+    elif e.fits:
         lines = (
             f"{setup}: fits",
             f"TTFT {1e3 * e.ttft_s:,.0f} ms ({e.prefill_bound}-bound); "

@@ -182,13 +182,14 @@ def formats_table(chips: Sequence[str] = ("H100 SXM", "B200", "B300", "MI325X", 
         f"{_short(c)} (TFLOPS)": "{:,.0f}" for c in chips})
 
 
-def frontier(comparisons):
+def frontier(comparisons, data_parallel=()):
     """Every published row the library can express: measured speed over the floor's speed
     (vertical) against the kernel-by-kernel speed over the floor's (horizontal), log-log.
 
     For latencies, the floor's time over the measured time. No point may rise above 1 (the
     floor holds); a point above the diagonal beat the kernel-by-kernel time (it overlapped).
-    Colour: the GPU. Returns the figure.
+    Colour: the GPU; ``data_parallel``: the rows of ``measured.dp_compare`` (data-parallel
+    attention with expert parallelism), drawn as triangles. Returns the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -196,6 +197,9 @@ def frontier(comparisons):
 
     if not comparisons:
         raise ValueError("comparisons must hold at least one measured.Comparison, got none")
+    data_parallel = list(data_parallel)
+    dp_numbers = {c.row.number for c in data_parallel}
+    comparisons = [*comparisons, *data_parallel]
     gpus = sorted({c.row.accelerator for c in comparisons})
     colours = dict(zip(gpus, plt.get_cmap("tab10").colors, strict=False))
     with plt.rc_context(PAGE):
@@ -206,19 +210,26 @@ def frontier(comparisons):
             else:
                 x, y = c.bound / c.floor, c.measured / c.floor
             marker = "s" if c.row.metric in TIMES else "o"
-            ax.scatter([x], [y], s=30, marker=marker, color=colours[c.row.accelerator],
-                       alpha=0.85, zorder=3)
+            if c.row.number in dp_numbers:
+                marker = "^"
+            ax.scatter([x], [y], s=48 if marker == "^" else 30, marker=marker,
+                       color=colours[c.row.accelerator], alpha=0.85, zorder=3,
+                       edgecolors="k" if marker == "^" else "none", linewidths=0.6)
         lo = 0.03
         ax.plot([lo, 1], [lo, 1], color="0.3", lw=1, label="measured = kernel by kernel")
         ax.axhline(1, color="k", lw=1.6, label="the floor: no engine above it")
         for g in gpus:
             ax.scatter([], [], color=colours[g], label=g)
         ax.scatter([], [], marker="s", color="0.4", label="a latency (square)")
-        ax.set(xscale="log", yscale="log", xlim=(0.4, 1.05), ylim=(lo, 1.6),
+        if data_parallel:
+            ax.scatter([], [], marker="^", s=48, color="0.4", edgecolors="k", linewidths=0.6,
+                       label="data-parallel attention")
+        ax.set(xscale="log", yscale="log", xlim=(0.3, 1.05), ylim=(lo, 1.6),
                xlabel="kernel-by-kernel speed / floor speed",
                ylabel="measured speed / floor speed",
                title=f"{len(comparisons)} published rows against their floor")
-        ax.set_xticks([0.4, 0.5, 0.6, 0.8, 1.0], labels=["0.4", "0.5", "0.6", "0.8", "1"])
+        ax.set_xticks([0.3, 0.4, 0.5, 0.6, 0.8, 1.0],
+                      labels=["0.3", "0.4", "0.5", "0.6", "0.8", "1"])
         ax.set_yticks([0.03, 0.1, 0.3, 1.0], labels=["0.03", "0.1", "0.3", "1"])
         ax.minorticks_off()
         ax.grid(True, which="major", alpha=0.25)

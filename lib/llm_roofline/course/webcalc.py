@@ -25,7 +25,10 @@ Data
     and intercept in the message bytes and their least cost ``allreduce_floor``/
     ``allgather_floor`` as seconds per byte on the link and on the network and a latency, or the
     library's error), element sizes (``Setup.sizes``), ``estimate``'s defaults, and the messages
-    of the checks, all computed by calling the library.
+    of the checks, all computed by calling the library. For data-parallel attention with
+    expert parallelism (``parallel.dp_ep_estimate``, ``Layout(dp=..., ep=...)``, ``dp`` in
+    :data:`DP_COUNTS`): per model its routed experts and the all-to-all's bytes a token copy,
+    per chip and ``ep`` the all-to-all's links and latency, and the refusals of each.
 
 What the browser writes by hand (``book/_calculator/calculator.js``, documented there): summing
 the per-op rooflines with these shares into kernels, each at its own peak, the prefill's passes
@@ -34,7 +37,8 @@ of at most the default ``prefill_chunk`` tokens (``Setup.prefill_passes``, summe
 long prompt), memory as weights + KV + activations of the largest pass
 (``deployment.prefill_pass_tokens``) + reserve, the exact mean of TPOT over the decode steps, and
 the floors (the busiest resource, ``calculator._busy``, ``_decode_floor``). ``tests/test_calculator_page.py``
-compares the page with ``estimate`` for hundreds of random settings.
+compares the page with ``estimate`` for hundreds of random settings; ``tests/test_webcalc.py``
+compares its data-parallel path with ``dp_ep_estimate`` (``estimateDp`` in the script).
 
 ``setup(app)`` makes this module a Sphinx extension (``_config.yml``: ``extra_extensions``): the
 build writes ``calculator-data.js`` and serves it with the hand-written files on that one page.
@@ -51,7 +55,7 @@ from pathlib import Path
 
 import sympy as sp
 
-from .. import deployment, formulas
+from .. import deployment, formulas, parallel
 from ..calculator import estimate
 from ..counts import model_values
 from ..deployment import ATTENTION_KERNEL, HEAD_OPS, kv_share
@@ -61,7 +65,7 @@ from ..models import get_model, list_models
 from ..vram import activation_elements_per_token
 
 __all__ = [
-    "ASSETS", "DATA_FILE", "PAGES", "data", "gpu_counts", "javascript", "model_passes", "setup",
+    "ASSETS", "DATA_FILE", "DP_COUNTS", "PAGES", "data", "gpu_counts", "javascript", "model_passes", "setup",
     "write",
 ]
 
@@ -76,6 +80,10 @@ ASSETS = ("calculator.css", "calculator.js")  # in book/_calculator, beside the 
 _REFERENCE_CHIP = "h100-sxm"  # has an interconnect and a network: only the model's limits apply
 
 _SENTINEL = -777  # a bad value whose message is turned into a template, "{}" in its place
+
+
+DP_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""The data-parallel degrees offered (``Layout(dp=..., ep=...)``); 1 is tensor parallelism."""
 
 
 def gpu_counts() -> list[int]:
@@ -196,7 +204,7 @@ def _model_data(name: str, counts: list[int]) -> dict:
             "gatherBytesPerToken": float(s.allreduce_bytes(0.0, 1.0)),
         }
     over = cfg.max_context + 1
-    extra = {}
+    extra = {"dp": _model_dp(cfg)}
     if cfg.is_mla:  # an fp8 latent cache stores scales and a BF16 rope part (FlashMLA)
         extra["kvSizes"] = {d: deployment.kv_bytes_per_element(cfg, d) for d in list_dtypes()}
     return extra | {
@@ -208,6 +216,45 @@ def _model_data(name: str, counts: list[int]) -> dict:
         "contextError": _template(lambda: estimate(cfg, _REFERENCE_CHIP, 1, over - 1, 1),
                                   f"{over:,}"),
     }
+
+
+def _model_dp(cfg) -> dict:
+    """What ``parallel.dp_ep_estimate`` needs of a model beyond the pass's counts: the routed
+    experts (``E``, ``k``, MoE layers, one expert's one matrix, all routed parameters), the
+    all-to-all's bytes a token copy (FP8 dispatch with its scales, BF16 combine), and per
+    ``ep`` the library's refusal for this model (dense, or ``ep`` not dividing ``E``)."""
+    errors = {}
+    for ep in DP_COUNTS[1:]:
+        try:
+            parallel._dp_setup(cfg, _REFERENCE_CHIP, parallel.Layout(dp=ep, ep=ep), {})
+        except ValueError as err:
+            errors[ep] = str(err)
+    if not cfg.is_moe:
+        return {"moe": False, "epErrors": errors}
+    dispatch, combine = parallel._a2a_sizes(cfg, "fp8", "bf16")
+    return {"moe": True, "experts": cfg.n_routed_experts, "k": cfg.n_experts_per_token,
+            "moeLayers": cfg.n_moe_layers, "matrix": cfg.hidden_size * cfg.moe_intermediate_size,
+            "routedParams": cfg.param_counts()["routed_experts"], "dispatch": dispatch,
+            "combine": combine, "epErrors": errors}
+
+
+def _chip_ep(chip) -> dict:
+    """Per ``ep`` the all-to-all's links (``parallel._dp_times``) as ``[one direction of the
+    scale-up link a GPU has in its node, of the network where the group spans nodes (else
+    null), the latency of one all-to-all]``, or the library's refusal (``parallel._dp_setup``
+    for a model every ``ep`` divides, so that only the chip's limits apply)."""
+    out = {}
+    for ep in DP_COUNTS[1:]:
+        try:
+            parallel._dp_setup("deepseek-v3", chip, parallel.Layout(dp=ep, ep=ep), {})
+        except ValueError as err:
+            out[ep] = str(err)
+            continue
+        inside = min(ep, chip.domain_size)
+        across = ep > inside
+        out[ep] = [chip.group_bandwidth(inside) / 2, chip.network_bandwidth / 2 if across else None,
+                   chip.collective_latency_s + (chip.network_latency_s if across else 0.0)]
+    return out
 
 
 def _chip_data(name: str, counts: list[int], dtypes: list[str]) -> dict:
@@ -240,7 +287,8 @@ def _chip_data(name: str, counts: list[int], dtypes: list[str]) -> dict:
                  "allreduceFloor": _per_byte(chip.allreduce_floor(n, big), big),
                  "allgatherFloor": _per_byte(chip.allgather_floor(n, big), big)}
     return {"name": chip.name, "memoryBytes": chip.memory_bytes, "bandwidth": chip.bandwidth,
-            "compute": compute, "auto": auto, "head": head, "attention": attention, "tp": tp}
+            "compute": compute, "auto": auto, "head": head, "attention": attention, "tp": tp,
+            "domain": chip.domain_size, "ep": _chip_ep(chip)}
 
 
 def _per_byte(floor: tuple, message: float) -> list[float]:
@@ -249,6 +297,13 @@ def _per_byte(floor: tuple, message: float) -> list[float]:
     proportional to the message (``Accelerator.allreduce_floor``)."""
     link, network, latency = (float(x) for x in floor)
     return [link / message, network / message, latency]
+
+
+def _layout_template() -> str:
+    """``Layout``'s message for an ``ep`` that is neither 1 nor ``dp``: ``{dp}``, ``{ep}`` in it."""
+    text = _message(lambda: parallel.Layout(dp=777, ep=778))
+    assert text.count("777") == 1 and text.count("778") == 1, text
+    return text.replace("777", "{dp}").replace("778", "{ep}")
 
 
 def data() -> dict:
@@ -271,6 +326,7 @@ def data() -> dict:
         "generatedBy": "llm_roofline.webcalc",
         "attentionKernel": list(ATTENTION_KERNEL),
         "gpuCounts": counts,
+        "dpCounts": list(DP_COUNTS),
         "dtypes": dtypes,
         "sizes": {"weight": {w: sizes[w]["weight"] for w in dtypes},
                   "head": {w: sizes[w]["head"] for w in dtypes},
@@ -279,7 +335,8 @@ def data() -> dict:
         "defaults": {k: defaults[k] for k in ("reserve_fraction", "prefill_chunk", "act_dtype",
                                                "weight_group_size", "queue_s")},
         "messages": {f: bad(f) for f in ("batch", "prompt_len", "output_len")}
-        | {f: bad_fraction(f) for f in ("mbu", "mfu")},
+        | {f: bad_fraction(f) for f in ("mbu", "mfu")}
+        | {"layoutEp": _layout_template()},
         "models": {m: _model_data(m, counts) for m in list_models()},
         "accelerators": {a: _chip_data(a, counts, dtypes) for a in list_accelerators()},
     }
