@@ -135,17 +135,22 @@ _MATH_INLINE = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$")
 
 
 def _strip_fences(text: str) -> str:
-    """Drop code blocks (keeping the prose inside directives), directive fences and option lines."""
-    out, fence = [], None
+    """Drop code blocks (keeping the prose inside directives), directive fences and option lines.
+
+    A bare fence closes the innermost open directive whose fence it repeats; anywhere else it opens a
+    code block, as does a fence with a language (```python) or a {code-cell} or {math} directive."""
+    out, fence, directives = [], None, []
     for line in text.splitlines():
         m = re.match(r"^\s*(`{3,}|~{3,}|:{3,})(.*)$", line)
         if fence is None and m:
-            info = m.group(2).strip()
-            if m.group(1)[0] == "`" and info and not info.startswith("{"):
-                fence = m.group(1)  # ```python, ```bash: code, skipped whole
-            elif m.group(1)[0] == "`" and (not info or info.startswith(("{code", "{math"))):
-                fence = m.group(1)
-            out.append("")  # a directive fence line: its name and arguments are not prose
+            mark, info = m.group(1), m.group(2).strip()
+            if not info and directives and mark == directives[-1]:
+                directives.pop()  # the end of a directive: the prose inside it was kept
+            elif mark[0] == "`" and (not info.startswith("{") or info.startswith(("{code", "{math"))):
+                fence = mark  # ```python, ``` or {code-cell}: code, skipped whole
+            else:
+                directives.append(mark)
+            out.append("")  # a fence line: its name and arguments are not prose
             continue
         if fence is not None:
             if line.strip() == fence:
@@ -180,7 +185,7 @@ def prose_numbers(markdown: str) -> list[tuple[str, str]]:
     found = []
 
     def math_values(m: re.Match) -> str:
-        for n in _NUMBER.finditer(m.group(0)):
+        for n in _NUMBER.finditer(m.group(0).replace("{,}", ",")):  # 57{,}344: a thousands separator
             if n.group(2) or len(n.group(1).replace(",", "")) >= 3:
                 found.append((n.group(0), _sentence(text, m.start() + n.start())))
         return _blank(m)

@@ -31,6 +31,15 @@ def test_finds_prose_numbers_and_exempts_labels_names_and_code():
     assert [n for n, _ in prose_numbers(md)] == ["12.7", "295.3", "7", "1,476"]
 
 
+def test_numbers_after_a_directive_and_in_math_separators_are_read():
+    """A directive's closing fence ends the directive, not a code block opened there: the prose after
+    it is still read. A thousands separator written {,} in math is one number."""
+    md = ("```{admonition} Takeaways\n- 24 tokens a second\n```\n\nThen 0.36 of it.\n\n"
+          "```python\nx = 99.5\n```\n\n$$ 57{,}344 \\text{ bytes} $$\n\n"
+          "::::{note}\n:::{tip}\ninside 7.5\n:::\n::::\nafter 8.5\n")
+    assert [n for n, _ in prose_numbers(md)] == ["57,344", "24", "0.36", "7.5", "8.5"]
+
+
 def test_a_number_is_backed_by_states_or_a_literal(tmp_path):
     page = tmp_path / "p.md"
     page.write_text(
