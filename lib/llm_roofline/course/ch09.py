@@ -54,7 +54,7 @@ def tp_scaling(model="llama-3-70b", chips: Sequence[str] = ("H100 SXM", "GB200")
     if not 1 <= len(chips) <= len(_CHIP_COLOURS):
         raise ValueError(f"chips must be 1 to {len(_CHIP_COLOURS)} accelerators, got {len(chips)}")
     with plt.rc_context(PAGE):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 3.4), layout="constrained")
+        fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 3.7), layout="constrained")
         for chip, colour in zip(chips, _CHIP_COLOURS, strict=False):
             runs = [estimate(model, chip, batch, prompt, output, n_gpus=n) for n in widths]
             label = f"{_short(chip)} (domain of {chip.domain_size})"
@@ -72,7 +72,9 @@ def tp_scaling(model="llama-3-70b", chips: Sequence[str] = ("H100 SXM", "GB200")
         _plain_log_y(left)
         right.set(ylim=(0, None), ylabel="all-reduces' share of TPOT (%)",
                   title="dotted: end of an 8-GPU node")
-        left.legend(loc="upper right", fontsize=8.5)
+        handles, labels = left.get_legend_handles_labels()  # one key for both panels, under them
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8.5,
+                   frameon=False)
     return fig
 
 
@@ -203,7 +205,7 @@ def frontier(comparisons, data_parallel=()):
     gpus = sorted({c.row.accelerator for c in comparisons})
     colours = dict(zip(gpus, plt.get_cmap("tab10").colors, strict=False))
     with plt.rc_context(PAGE):
-        fig, ax = plt.subplots(figsize=(WIDTH, 4.4), layout="constrained")
+        fig, ax = plt.subplots(figsize=(WIDTH, 5.2), layout="constrained")
         for c in comparisons:
             if c.row.metric in TIMES:
                 x, y = c.floor / c.bound, c.floor / c.measured
@@ -233,7 +235,8 @@ def frontier(comparisons, data_parallel=()):
         ax.set_yticks([0.03, 0.1, 0.3, 1.0], labels=["0.03", "0.1", "0.3", "1"])
         ax.minorticks_off()
         ax.grid(True, which="major", alpha=0.25)
-        ax.legend(loc="lower left", fontsize=8, ncol=2)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, ncol=3,
+                  frameon=False)  # under the axes, where it hides no row
     return fig
 
 
