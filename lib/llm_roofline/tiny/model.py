@@ -58,8 +58,8 @@ def _fits(what: str, nbytes: float) -> None:
 
 
 # --- the math, one function per formula ----------------------------------------------------
-def rms_norm(x, w, eps):  # x [T, d], w [d] -> [T, d]
-    y = x * (1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
+def rms_norm(x, w, eps, out=None):  # x [T, d], w [d] -> [T, d], into out if given
+    y = np.multiply(x, 1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps), out=out)
     y *= w
     return y
 
@@ -492,7 +492,8 @@ class TinyLlama:
         return x
 
     def _norm(self, op, x, w):  # RMSNorm: x [T, d], w [d] -> [T, d]
-        y = rms_norm(x, w, self.cfg.norm_eps)  # float32 for float16 w: x is float32
+        y = np.empty(x.shape, self.act)  # float32 for float16 w: x is float32
+        on_threads(lambda rows, out: rms_norm(rows, w, self.cfg.norm_eps, out=out), x, y)
         self._record(op, 4 * x.size, (x, w), (y,))
         return y
 
