@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 import pytest
@@ -129,6 +130,31 @@ def test_element_wise_work_split_among_threads_changes_nothing(monkeypatch, skip
     assert calls and tiny_model._pool is not None  # it did split, on the pool's threads
     np.testing.assert_array_equal(split_logits, alone)
     assert one.costs("prefill") == t1.costs("prefill")
+
+
+def test_a_forked_process_splits_on_threads_of_its_own(monkeypatch):
+    """A child forked after a split pass has none of the pool's threads: it makes its own
+    pool instead of waiting forever on the parent's."""
+    import multiprocessing
+
+    from llm_roofline import measure
+    from llm_roofline.tiny import model as tiny_model
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(tiny_model, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(measure, "blas_thread_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    model = TinyLlama.random(CFG, seed=3)
+    expected = model.prefill(tokens(2, 6))[0]  # the parent's pool now exists
+    assert tiny_model._pool is not None
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(model.prefill(tokens(2, 6))[0]))
+    child.start()
+    got = queue.get(timeout=20)  # a child stuck on the parent's pool never answers
+    child.join(timeout=20)
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_fused_products_are_views_of_the_weights_passed():

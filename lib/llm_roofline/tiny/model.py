@@ -93,21 +93,24 @@ PARALLEL_MIN = 1 << 18
 one thread, where starting a second would cost more than it saves."""
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0  # the process that made _pool: a forked child makes its own (the threads stay behind)
 
 
 def on_threads(fn, *arrays):  # fn(*blocks) for blocks of the arrays' rows (axis 0), in place
     """Run ``fn`` on row blocks of ``arrays`` on as many threads as the BLAS has (NumPy's
     element-wise loops release the GIL), as PyTorch runs its element-wise code on every core.
     Small arrays, or a BLAS on one thread, run ``fn(*arrays)`` here."""
-    global _pool
+    global _pool, _pool_pid
     from ..measure import blas_thread_count
 
     rows = arrays[0].shape[0]
-    threads = 1 if arrays[0].size < PARALLEL_MIN else min(rows, blas_thread_count())
+    threads = 1 if arrays[0].size < PARALLEL_MIN else min(rows, blas_thread_count(),
+                                                          os.cpu_count() or 1)
     if threads <= 1:
         return fn(*arrays)
-    if _pool is None:
+    if _pool is None or _pool_pid != os.getpid():
         _pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="tiny-elementwise")
+        _pool_pid = os.getpid()
     cuts = [rows * i // threads for i in range(threads + 1)]
     blocks = [[a[lo:hi] for a in arrays] for lo, hi in zip(cuts, cuts[1:], strict=False)]
     others = [_pool.submit(fn, *block) for block in blocks[1:]]
