@@ -4,7 +4,9 @@ Weights are a dict keyed by Hugging Face Llama parameter names, shaped as there
 (``q_proj.weight`` is ``[n_heads*head_dim, hidden]``), so a Llama checkpoint loads unchanged:
 ``TinyLlama(cfg, {k: v.numpy() for k, v in LlamaForCausalLM(...).state_dict().items()})``.
 Activations are kept as 2-D ``[tokens, features]`` arrays, so every projection is one BLAS
-matrix product.
+matrix product; the products that read the same input run as one, their weights stacked (q, k
+and v; gate and up), and a prefill's largest element-wise work (softmax, SwiGLU, RMSNorm)
+splits its rows among the BLAS's threads (:func:`on_threads`).
 
 The forward pass reads as the transformer it is, after jaymody/picoGPT: :meth:`TinyLlama._forward`
 (embed, blocks, norm, head), :meth:`~TinyLlama._block` (attention and MLP, each added to the
