@@ -298,6 +298,7 @@ class TinyLlama:
         self.embed = w["model.embed_tokens.weight"]
         self.head = self.embed if cfg.tie_embeddings else w["lm_head.weight"]
         self._tally: Tally | None = None  # set for the duration of a pass that tallies
+        self._scratch_buffers: dict = {}  # a pass's temporary arrays, reused layer to layer
         self._rot = rope_tables(cfg, 0, 0, self.act)  # cos, sin of the positions seen so far
 
     @classmethod
@@ -403,6 +404,7 @@ class TinyLlama:
         rot = self._rope_tables(past, past + n)  # cos, sin [n, dh]
         for i, layer in enumerate(self.layers):
             x = self._block(x, layer, cache.k[i], cache.v[i], past, rot)  # [T, d]
+        self._scratch_buffers.clear()  # the pass's temporary arrays go back to the system
         cache.length = past + n
         x = self._norm("final_norm", x, self.w["model.norm.weight"])  # [T, d]
         if last:  # the head only where a token is sampled: each sequence's last position
@@ -461,7 +463,8 @@ class TinyLlama:
         return self._attn_values(p, V)  # [B, G, r, dh]
 
     def _attn_scores(self, q, K):  # q [B, G, r, dh], K [B, G, S, dh] -> [B, G, r, S]
-        s = q @ K.swapaxes(-1, -2)  # one BLAS product per (sequence, KV head)
+        s = self._scratch("scores", (*q.shape[:-1], K.shape[-2]))
+        np.matmul(q, K.swapaxes(-1, -2), out=s)  # one BLAS product per (sequence, KV head)
         self._record("attn_scores", 2 * q.shape[-1] * s.size, (q,), (s,))  # K: in kv_read
         return s
 
@@ -506,7 +509,8 @@ class TinyLlama:
         """Products of one input as one GEMM: ``W`` the weights of ``ops`` stacked by rows
         (``rows`` each), ``b`` their biases or None. Each output is a view of the product
         ``[T, sum d_out]``, and each operation is tallied as if it ran alone."""
-        y = x @ (W.T.astype(self.act) if self._cast else W.T)  # one BLAS GEMM (GEMV at T=1)
+        y = self._scratch(ops, (x.shape[0], W.shape[0]))  # [T, sum d_out]
+        np.matmul(x, W.T.astype(self.act) if self._cast else W.T, out=y)  # one GEMM (GEMV at T=1)
         if b is not None:
             y += b
         outs, start = [], 0
@@ -551,7 +555,7 @@ class TinyLlama:
             silu(g, out=out)
             out *= u
 
-        m = np.empty(gate.shape, self.act)
+        m = self._scratch("mlp_act", gate.shape)
         on_threads(rows, gate, up, m)
         self._record("mlp_act", 5 * m.size, (gate, up), (m,))
         return m
@@ -560,6 +564,15 @@ class TinyLlama:
         y += x
         self._record("residual", y.size, (x, y), (y,))
         return y
+
+    def _scratch(self, name, shape):  # an array of the activation dtype for a pass's temporaries
+        """A buffer that every layer of a pass reuses for the same temporary (the attention
+        scores, the fused products' outputs, the SwiGLU): no new memory to fault in each
+        layer. Nothing keeps it past the layer that fills it."""
+        buf = self._scratch_buffers.get(name)
+        if buf is None or buf.shape != shape:
+            buf = self._scratch_buffers[name] = np.empty(shape, self.act)
+        return buf
 
     # --- the tally ------------------------------------------------------------------------
     def _record(self, op, flops, reads, writes):
