@@ -17,7 +17,12 @@ average is recorded before and after, and a spread between samples over 25 % is 
 as a disturbed run. NumPy multiplies with its OpenBLAS, torch with its own BLAS (MKL or
 oneDNN in the x86 wheels): both are named. ``--smoke`` runs a tiny model for seconds (CI).
 
-    python benchmarks/bench_tiny.py [--prompt 512] [--rounds 3] [--repeats 5] [--threads N]
+The GEMM rate that divides the prefill's is the host's best: a square float32 product of
+``--gemm-n`` (2048), larger than any product of the prefill. The same rounds also time, alone,
+a product of each shape the prefill's linear layers run (``gemm_shapes``), the rate the BLAS
+reaches at those shapes: what the prefill could reach if nothing else took time.
+
+    python benchmarks/bench_tiny.py [--prompt 512] [--rounds 5] [--repeats 3] [--threads N]
 """
 
 from __future__ import annotations
@@ -82,11 +87,28 @@ def torch_blas() -> dict:
             "threads": torch.get_num_threads()}
 
 
+def prefill_shapes(model, P):
+    """The products a prefill of ``P`` tokens runs in each layer, as the model runs them
+    (q, k, v as one; gate, up as one), each into a preallocated output: name -> (function,
+    FLOPs, [rows, d_in, d_out])."""
+    rng = np.random.default_rng(1)
+    out = {}
+    for name in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
+        W = model.layers[0][name][0]  # [d_out, d_in]
+        a = rng.standard_normal((P, W.shape[1])).astype(np.float32)
+        y = np.empty((P, W.shape[0]), np.float32)
+        out[f"gemm_{name}"] = (lambda a=a, W=W, y=y: np.matmul(a, W.T, out=y), 2 * W.size * P,
+                               [P, W.shape[1], W.shape[0]])
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompt", type=int, default=512, help="prefill length = decode context")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of host, NumPy and torch timings")
-    ap.add_argument("--repeats", type=int, default=5, help="samples per figure and round")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds of host, NumPy and torch timings (spread in time: a quiet "
+                         "moment in any round gives a clean best sample)")
+    ap.add_argument("--repeats", type=int, default=3, help="samples per figure and round")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for NumPy's BLAS and for torch (default: every CPU)")
     ap.add_argument("--copy-mb", type=int, default=256, help="copy benchmark arrays, MB")
@@ -153,6 +175,8 @@ def main(argv=None) -> dict:
     copy_fn, copy_bytes = _copy_kernel(args.copy_mb)
     gemm_fn, gemm_flops = _matmul_kernel(args.gemm_n, "fp32")
     figures = {"copy": copy_fn, "gemm": gemm_fn} | figures
+    shapes = prefill_shapes(model, P)  # name -> (function, FLOPs)
+    figures |= {name: fn for name, (fn, _, _) in shapes.items()}
 
     load_before = load_average()
     best = {k: float("inf") for k in figures}
@@ -204,6 +228,9 @@ def main(argv=None) -> dict:
         "targets_met": met,
         "host": {"copy_GBps": copy_GBps, "copy_mb": args.copy_mb,
                  "gemm_GFLOPS": gemm_GFLOPS, "gemm_n": args.gemm_n},
+        "gemm_shapes": {name[5:]: {"rows_in_out": shape, "GFLOPS": fl / best[name] / 1e9,
+                                   "fraction_of_gemm": fl / best[name] / 1e9 / gemm_GFLOPS}
+                        for name, (_, fl, shape) in shapes.items()},
         "decode_step": {"bytes_weights_and_kv": weights_kv,
                         "bytes_counted": counts.total(dec).bytes,
                         "numpy_s": best["numpy_decode"], "numpy_tally_on_s": np_decode_on,

@@ -313,6 +313,21 @@ def test_blas_threads_sets_and_restores_the_count():
         M.blas_threads(0)
 
 
+def test_blas_thread_count_follows_blas_threads():
+    """The count the tiny model splits its element-wise work by is the BLAS's own, read by
+    threadpoolctl (or OpenBLAS) independently."""
+    before = M.blas_info()["threads"]
+    if before is None:  # no OpenBLAS to ask: one thread
+        assert M.blas_thread_count() == 1
+        return
+    assert M.blas_thread_count() == before
+    with M.blas_threads(1):
+        assert M.blas_thread_count() == 1
+    with M.blas_threads(3):
+        assert M.blas_thread_count() == M.blas_info()["threads"] == 3
+    assert M.blas_thread_count() == before
+
+
 def test_measure_roofline_reports_spreads_load_threads_and_a_warning():
     host = M.measure_roofline(sweep_mb=(1,), dram_mb=8, copy_mb=4, matmul_n=32, repeats=2,
                               progress=False, threads=1)

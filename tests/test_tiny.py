@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 import pytest
@@ -102,6 +103,74 @@ def test_masked_and_skipped_attention_agree():
     a, b = (TinyLlama.random(CFG, seed=2, dtype=np.float64, skip_masked=s) for s in (False, True))
     toks = tokens(2, 7)
     np.testing.assert_allclose(a.prefill(toks)[0], b.prefill(toks)[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("skip_masked", [False, True])
+def test_element_wise_work_split_among_threads_changes_nothing(monkeypatch, skip_masked):
+    """Softmax and SwiGLU split their rows among the BLAS's threads on a large array: the
+    logits and the tally are those of one thread, bit for bit (each row is computed alone)."""
+    from llm_roofline import measure
+    from llm_roofline.tiny import model as tiny_model
+
+    model = TinyLlama.random(CFG, seed=3, skip_masked=skip_masked)
+    toks = tokens(3, 7)
+    one, t1 = Tally(), Tally()
+    alone = model.prefill(toks, tally=t1)[0]
+    calls = []
+
+    def split(fn, *arrays):  # the real splitter, counted
+        calls.append(arrays[0].shape[0])
+        return on_threads(fn, *arrays)
+
+    on_threads = tiny_model.on_threads
+    monkeypatch.setattr(tiny_model, "on_threads", split)
+    monkeypatch.setattr(tiny_model, "PARALLEL_MIN", 1)  # split every array, however small
+    monkeypatch.setattr(measure, "blas_thread_count", lambda: 3)  # uneven blocks of rows
+    split_logits = model.prefill(toks, tally=one)[0]
+    assert calls and tiny_model._pool is not None  # it did split, on the pool's threads
+    np.testing.assert_array_equal(split_logits, alone)
+    assert one.costs("prefill") == t1.costs("prefill")
+
+
+def test_a_forked_process_splits_on_threads_of_its_own(monkeypatch):
+    """A child forked after a split pass has none of the pool's threads: it makes its own
+    pool instead of waiting forever on the parent's."""
+    import multiprocessing
+
+    from llm_roofline import measure
+    from llm_roofline.tiny import model as tiny_model
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(tiny_model, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(measure, "blas_thread_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    model = TinyLlama.random(CFG, seed=3)
+    expected = model.prefill(tokens(2, 6))[0]  # the parent's pool now exists
+    assert tiny_model._pool is not None
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(model.prefill(tokens(2, 6))[0]))
+    child.start()
+    got = queue.get(timeout=20)  # a child stuck on the parent's pool never answers
+    child.join(timeout=20)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_fused_products_are_views_of_the_weights_passed():
+    """q, k, v (and gate, up) run as one GEMM of stacked weights; each Hugging Face name still
+    holds its own weight, unchanged, and the tally still names q_proj, k_proj and v_proj."""
+    biased = dataclasses.replace(CFG, qkv_bias=True)
+    weights = TinyLlama.random(biased, seed=5).w
+    given = {k: v.copy() for k, v in weights.items()}
+    model = TinyLlama(biased, given)
+    for name, w in given.items():
+        np.testing.assert_array_equal(model.w[name], w)
+    qkv, b, ops, rows = model.layers[1]["qkv_proj"]
+    assert ops == ("q_proj", "k_proj", "v_proj") and rows == (32, 16, 16) and b.shape == (64,)
+    assert np.shares_memory(model.w["model.layers.1.self_attn.k_proj.weight"], qkv)
+    np.testing.assert_array_equal(qkv[32:48], given["model.layers.1.self_attn.k_proj.weight"])
+    np.testing.assert_array_equal(b[48:], given["model.layers.1.self_attn.v_proj.bias"])
 
 
 def test_rows_of_a_batch_are_independent():

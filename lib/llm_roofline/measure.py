@@ -42,6 +42,7 @@ from .validate import available_bytes  # noqa: F401  (tests replace it here)
 
 __all__ = [
     "BLOCK_MB", "DISTURBED_SPREAD", "LONG_CALL_S", "MAX_SIZE_MB", "Progress", "available_bytes", "blas_info",
+    "blas_thread_count",
     "blas_threads", "copy_bandwidth", "cpu_name", "default_clock", "disturbance", "dram_size_mb",
     "last_level_cache_bytes", "load_average", "matmul_peak", "matvec_bandwidth", "measure_host",
     "memory_free_bytes", "process_limit_bytes",
@@ -326,6 +327,19 @@ class blas_threads:  # noqa: N801  (a context manager, used as a function)
             put, n = self._before
             put(n)
         return False
+
+
+_GET_THREADS: list = []  # OpenBLAS's get_num_threads, looked up once (None: no OpenBLAS)
+
+
+def blas_thread_count() -> int:
+    """The threads the BLAS runs on now (as :class:`blas_threads` set them), 1 where unknown:
+    a call of a few hundred nanoseconds, for code that splits its own work as the BLAS does."""
+    if not _GET_THREADS:
+        found = _openblas_functions("get_num_threads")
+        _GET_THREADS.append(None if found is None else found[0])
+    get = _GET_THREADS[0]
+    return max(1, int(get())) if get is not None else 1
 
 
 def median_seconds(fn, repeats: int) -> float:

@@ -4,7 +4,9 @@ Weights are a dict keyed by Hugging Face Llama parameter names, shaped as there
 (``q_proj.weight`` is ``[n_heads*head_dim, hidden]``), so a Llama checkpoint loads unchanged:
 ``TinyLlama(cfg, {k: v.numpy() for k, v in LlamaForCausalLM(...).state_dict().items()})``.
 Activations are kept as 2-D ``[tokens, features]`` arrays, so every projection is one BLAS
-matrix product.
+matrix product; the products that read the same input run as one, their weights stacked (q, k
+and v; gate and up), and a prefill's largest element-wise work (softmax, SwiGLU, RMSNorm)
+splits its rows among the BLAS's threads (:func:`on_threads`).
 
 The forward pass reads as the transformer it is, after jaymody/picoGPT: :meth:`TinyLlama._forward`
 (embed, blocks, norm, head), :meth:`~TinyLlama._block` (attention and MLP, each added to the
@@ -24,7 +26,9 @@ heads per KV head, ``dh`` head size, ``V`` vocabulary.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,8 +60,8 @@ def _fits(what: str, nbytes: float) -> None:
 
 
 # --- the math, one function per formula ----------------------------------------------------
-def rms_norm(x, w, eps):  # x [T, d], w [d] -> [T, d]
-    y = x * (1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
+def rms_norm(x, w, eps, out=None):  # x [T, d], w [d] -> [T, d], into out if given
+    y = np.multiply(x, 1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps), out=out)
     y *= w
     return y
 
@@ -78,10 +82,44 @@ def softmax(x):  # over the last axis, in place: x is overwritten and returned
     return x
 
 
-def silu(x):  # x * sigmoid(x) = x / (1 + exp(-x))
-    y = np.exp(-x)
+def silu(x, out=None):  # x * sigmoid(x) = x / (1 + exp(-x)), into out if given
+    y = np.negative(x, out=out)
+    np.exp(y, out=y)
     y += 1
     return np.divide(x, y, out=y)
+
+
+PARALLEL_MIN = 1 << 18
+"""Elements from which an element-wise operation splits its rows among the BLAS's threads
+(262,144: a prefill's attention scores and MLP activations). A decode step's vectors stay on
+one thread, where starting a second would cost more than it saves."""
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = 0  # the process that made _pool: a forked child makes its own (the threads stay behind)
+
+
+def on_threads(fn, *arrays):  # fn(*blocks) for blocks of the arrays' rows (axis 0), in place
+    """Run ``fn`` on row blocks of ``arrays`` on as many threads as the BLAS has (NumPy's
+    element-wise loops release the GIL), as PyTorch runs its element-wise code on every core.
+    Small arrays, or a BLAS on one thread, run ``fn(*arrays)`` here."""
+    global _pool, _pool_pid
+    from ..measure import blas_thread_count
+
+    rows = arrays[0].shape[0]
+    threads = 1 if arrays[0].size < PARALLEL_MIN else min(rows, blas_thread_count(),
+                                                          os.cpu_count() or 1)
+    if threads <= 1:
+        return fn(*arrays)
+    if _pool is None or _pool_pid != os.getpid():
+        _pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="tiny-elementwise")
+        _pool_pid = os.getpid()
+    cuts = [rows * i // threads for i in range(threads + 1)]
+    blocks = [[a[lo:hi] for a in arrays] for lo, hi in zip(cuts, cuts[1:], strict=False)]
+    others = [_pool.submit(fn, *block) for block in blocks[1:]]
+    fn(*blocks[0])  # this thread takes the first block
+    for job in others:
+        job.result()
+    return None
 
 
 def rope_tables(cfg, start, stop, dtype):
@@ -150,6 +188,10 @@ def _float_dtype(name: str, dtype) -> np.dtype:
         raise ValueError(f"{name} must be float16, float32 or float64, got {validate.shorten(dtype)}")
     return dt
 
+
+_HF_NAMES = {"q_proj": "self_attn.q_proj", "k_proj": "self_attn.k_proj",
+             "v_proj": "self_attn.v_proj", "o_proj": "self_attn.o_proj",
+             "gate_proj": "mlp.gate_proj", "up_proj": "mlp.up_proj", "down_proj": "mlp.down_proj"}
 
 _CACHE_LAYOUT = "[n_layers, batch, n_kv_heads, max_len, head_dim]"
 
@@ -224,23 +266,39 @@ class TinyLlama:
         self.dtype = next(iter(weights.values())).dtype  # storage: weights and KV cache
         self.act = np.dtype(np.float32) if self.dtype == np.float16 else self.dtype  # activations
         self._cast = self.act != self.dtype  # float16 storage: cast weights and cache to float32
-        # per layer, each operation's weights under the operation's name (picoGPT's "blocks");
-        # they are the arrays of self.w, taken once here
+        # per layer, each operation's weights under the operation's name (picoGPT's "blocks")
         w = self.w
         self.layers = []
         for i in range(cfg.n_layers):
             p = f"model.layers.{i}."
             layer = {"attn_norm": w[p + "input_layernorm.weight"],
                      "mlp_norm": w[p + "post_attention_layernorm.weight"]}
-            for op, name in (("q_proj", "self_attn.q_proj"), ("k_proj", "self_attn.k_proj"),
-                             ("v_proj", "self_attn.v_proj"), ("o_proj", "self_attn.o_proj"),
-                             ("gate_proj", "mlp.gate_proj"), ("up_proj", "mlp.up_proj"),
-                             ("down_proj", "mlp.down_proj")):
-                layer[op] = (w[p + name + ".weight"], w.get(p + name + ".bias"))
+            # products that read the same input are one matrix, their rows stacked: q, k, v
+            # (qkv_proj) and gate, up (gate_up_proj); one large GEMM runs nearer the peak than
+            # several small ones. Each operation's weight is a view of its rows, in self.w too.
+            for fused, ops in (("qkv_proj", ("q_proj", "k_proj", "v_proj")),
+                               ("gate_up_proj", ("gate_proj", "up_proj"))):
+                names = [p + _HF_NAMES[op] for op in ops]
+                W = np.concatenate([w[name + ".weight"] for name in names])  # [sum d_out, d_in]
+                biases = [w.get(name + ".bias") for name in names]
+                b = None if biases[0] is None else np.concatenate(biases)
+                start, rows = 0, []
+                for op, name in zip(ops, names, strict=True):
+                    stop = start + w[name + ".weight"].shape[0]
+                    w[name + ".weight"] = W[start:stop]
+                    if b is not None:
+                        w[name + ".bias"] = b[start:stop]
+                    layer[op] = (W[start:stop], None if b is None else b[start:stop])
+                    rows.append(stop - start)
+                    start = stop
+                layer[fused] = (W, b, ops, tuple(rows))
+            for op in ("o_proj", "down_proj"):
+                layer[op] = (w[p + _HF_NAMES[op] + ".weight"], None)
             self.layers.append(layer)
         self.embed = w["model.embed_tokens.weight"]
         self.head = self.embed if cfg.tie_embeddings else w["lm_head.weight"]
         self._tally: Tally | None = None  # set for the duration of a pass that tallies
+        self._scratch_buffers: dict = {}  # a pass's temporary arrays, reused layer to layer
         self._rot = rope_tables(cfg, 0, 0, self.act)  # cos, sin of the positions seen so far
 
     @classmethod
@@ -346,6 +404,7 @@ class TinyLlama:
         rot = self._rope_tables(past, past + n)  # cos, sin [n, dh]
         for i, layer in enumerate(self.layers):
             x = self._block(x, layer, cache.k[i], cache.v[i], past, rot)  # [T, d]
+        self._scratch_buffers.clear()  # the pass's temporary arrays go back to the system
         cache.length = past + n
         x = self._norm("final_norm", x, self.w["model.norm.weight"])  # [T, d]
         if last:  # the head only where a token is sampled: each sequence's last position
@@ -368,9 +427,8 @@ class TinyLlama:
         cfg = self.cfg
         H, G, dh = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         B, n = k_cache.shape[0], h.shape[0] // k_cache.shape[0]
-        q = self._linear("q_proj", h, *layer["q_proj"]).reshape(B, n, H, dh)
-        k = self._linear("k_proj", h, *layer["k_proj"]).reshape(B, n, G, dh)
-        v = self._linear("v_proj", h, *layer["v_proj"]).reshape(B, n, G, dh)
+        q, k, v = self._linears(h, *layer["qkv_proj"])  # [T, H*dh], [T, G*dh], [T, G*dh]
+        q, k, v = q.reshape(B, n, H, dh), k.reshape(B, n, G, dh), v.reshape(B, n, G, dh)
         q, k = self._rope(q, k, *rot)  # [B, n, H, dh], [B, n, G, dh]
         K, V = self._kv_cache(k, v, k_cache, v_cache, past)  # [B, G, S, dh], S = past + n
         q = q.reshape(B, n, G, H // G, dh).transpose(0, 2, 3, 1, 4)  # [B, G, g, n, dh]
@@ -379,8 +437,7 @@ class TinyLlama:
         return self._linear("o_proj", a, *layer["o_proj"])  # [T, d]
 
     def _mlp(self, h, layer):  # SwiGLU: h [T, d] -> [T, d]
-        gate = self._linear("gate_proj", h, *layer["gate_proj"])  # [T, f]
-        up = self._linear("up_proj", h, *layer["up_proj"])  # [T, f]
+        gate, up = self._linears(h, *layer["gate_up_proj"])  # [T, f] each
         return self._linear("down_proj", self._swiglu(gate, up), *layer["down_proj"])
 
     def _causal_attention(self, q, K, V, past):  # q [B, G, g, n, dh], K, V [B, G, S, dh]
@@ -406,17 +463,22 @@ class TinyLlama:
         return self._attn_values(p, V)  # [B, G, r, dh]
 
     def _attn_scores(self, q, K):  # q [B, G, r, dh], K [B, G, S, dh] -> [B, G, r, S]
-        s = q @ K.swapaxes(-1, -2)  # one BLAS product per (sequence, KV head)
+        s = self._scratch("scores", (*q.shape[:-1], K.shape[-2]))
+        np.matmul(q, K.swapaxes(-1, -2), out=s)  # one BLAS product per (sequence, KV head)
         self._record("attn_scores", 2 * q.shape[-1] * s.size, (q,), (s,))  # K: in kv_read
         return s
 
     def _softmax(self, s, scale, mask):  # s [B, G, r, S], scaled, masked, in place
-        s *= scale
-        if mask is not None:  # rows are (head, query) pairs: view s as [B, G, g, n, S]
-            s.reshape(*s.shape[:2], -1, *mask.shape)[...] += mask
-        p = softmax(s)
-        self._record("softmax", 6 * p.size, (p,), (p,))
-        return p
+        def rows(x):  # x [heads, n, S] with a mask [n, S], or [rows, S] without
+            x *= scale
+            if mask is not None:
+                x += mask
+            softmax(x)
+
+        # rows are (head, query) pairs: view the (contiguous) scores as [B*H, n, S]
+        on_threads(rows, s.reshape(-1, *(s.shape[-1:] if mask is None else mask.shape)))
+        self._record("softmax", 6 * s.size, (s,), (s,))
+        return s
 
     def _attn_values(self, p, V):  # p [B, G, r, S], V [B, G, S, dh] -> [B, G, r, dh]
         o = p @ V
@@ -438,9 +500,31 @@ class TinyLlama:
         return x
 
     def _norm(self, op, x, w):  # RMSNorm: x [T, d], w [d] -> [T, d]
-        y = rms_norm(x, w, self.cfg.norm_eps)  # float32 for float16 w: x is float32
+        y = np.empty(x.shape, self.act)  # float32 for float16 w: x is float32
+        on_threads(lambda rows, out: rms_norm(rows, w, self.cfg.norm_eps, out=out), x, y)
         self._record(op, 4 * x.size, (x, w), (y,))
         return y
+
+    def _linears(self, x, W, b, ops, rows):  # x [T, d_in] -> one [T, d_out] per operation
+        """Products of one input as one GEMM: ``W`` the weights of ``ops`` stacked by rows
+        (``rows`` each), ``b`` their biases or None. Each output is a view of the product
+        ``[T, sum d_out]``, and each operation is tallied as if it ran alone."""
+        y = self._scratch(ops, (x.shape[0], W.shape[0]))  # [T, sum d_out]
+        np.matmul(x, W.T.astype(self.act) if self._cast else W.T, out=y)  # one GEMM (GEMV at T=1)
+        if b is not None:
+            y += b
+        outs, start = [], 0
+        for op, n_rows in zip(ops, rows, strict=True):
+            stop = start + n_rows
+            Wop, out = W[start:stop], y[:, start:stop]
+            if b is None:
+                self._record(op, 2 * x.shape[0] * Wop.size, (x, Wop), (out,))
+            else:
+                self._record(op, 2 * x.shape[0] * Wop.size + out.size, (x, Wop, b[start:stop]),
+                             (out,))
+            outs.append(out)
+            start = stop
+        return outs
 
     def _linear(self, op, x, W, b=None):  # x [T, d_in], W [d_out, d_in], b [d_out] -> [T, d_out]
         y = x @ (W.T.astype(self.act) if self._cast else W.T)  # one BLAS GEMM (GEMV at T=1)
@@ -467,8 +551,12 @@ class TinyLlama:
         return (K.astype(self.act), V.astype(self.act)) if self._cast else (K, V)  # float16 cache
 
     def _swiglu(self, gate, up):  # silu(gate) * up: [T, f]
-        m = silu(gate)
-        m *= up
+        def rows(g, u, out):
+            silu(g, out=out)
+            out *= u
+
+        m = self._scratch("mlp_act", gate.shape)
+        on_threads(rows, gate, up, m)
         self._record("mlp_act", 5 * m.size, (gate, up), (m,))
         return m
 
@@ -476,6 +564,15 @@ class TinyLlama:
         y += x
         self._record("residual", y.size, (x, y), (y,))
         return y
+
+    def _scratch(self, name, shape):  # an array of the activation dtype for a pass's temporaries
+        """A buffer that every layer of a pass reuses for the same temporary (the attention
+        scores, the fused products' outputs, the SwiGLU): no new memory to fault in each
+        layer. Nothing keeps it past the layer that fills it."""
+        buf = self._scratch_buffers.get(name)
+        if buf is None or buf.shape != shape:
+            buf = self._scratch_buffers[name] = np.empty(shape, self.act)
+        return buf
 
     # --- the tally ------------------------------------------------------------------------
     def _record(self, op, flops, reads, writes):
