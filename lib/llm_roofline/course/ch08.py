@@ -13,7 +13,7 @@ import math
 
 from .registry import register, register_hint
 
-__all__ = ["LINEAR", "REFERENCE", "WHERE", "gaps", "load_reference", "measured_here",
+__all__ = ["LINEAR", "REFERENCE", "WHERE", "gaps", "h100_figure", "load_reference", "measured_here",
            "op_table", "phase_summary", "record_reference", "roofline_figure", "roofline_rows",
            "run_chapter", "use", "warn_if_disturbed"]
 
@@ -219,22 +219,17 @@ def use(host: dict) -> None:
     _STATE["host"] = host
 
 
-def roofline_figure(rows, host: dict, chip, configs: dict, prompt: int):
-    """Figure 8.1: the tiny ``L`` model measured on this machine (top) and the same model's and
-    Llama 3 8B's phases on an H100's datasheet roofline (bottom). Returns the figure.
+def roofline_figure(rows, host: dict, chip):
+    """Figure 8.1: the tiny ``L`` model measured on this machine, on its measured roofline.
+    Returns the figure.
 
     ``rows`` are ``machine.profile``'s rows, ``host`` ``measure.measure_roofline()``'s dict,
-    ``chip`` its ``machine.host_accelerator``, ``configs`` ``machine.chapter_models()``. Each
-    phase's star carries its name in a boxed label set off from the operations' points, with
-    a leader line to the star; on the H100 panel the tiny model's circles are drawn over
-    Llama 3 8B's hollow squares, so a square at the same intensity cannot hide a circle.
+    ``chip`` its ``machine.host_accelerator``. Each phase's star carries its name in a boxed
+    label set off from the operations' points, with a leader line to the star.
     """
     import matplotlib.pyplot as plt
 
-    from ..counts import op_costs, total
-    from ..hardware import get_accelerator
     from ..machine import plot_roofline, totals
-    from ..models import get_model
 
     colour = {"prefill": "C0", "decode": "C3"}
     points, seen = [], set()
@@ -252,6 +247,37 @@ def roofline_figure(rows, host: dict, chip, configs: dict, prompt: int):
         stars.append((phase, t["intensity"], t["flops"] / t["seconds"]))
         points.append((t["intensity"], t["flops"] / t["seconds"], None,
                        dict(color=colour[phase], marker="*", s=170, edgecolor="k")))
+    fig, ax = plt.subplots(figsize=(7.0, 4.9))
+    plot_roofline(ax, chip.peak("fp32"), chip.bandwidth, points,
+                  cache_bandwidth=host["cache_GBps"] * 1e9,
+                  title="The machine that ran this page, fp32: tiny L measured (stars: phases)")
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, top * 8)  # head room: a star at the roof keeps its label under the title
+    for phase, intensity, rate in stars:  # labels above the stars, clear of the dots
+        ax.annotate(f"{phase} (phase)", (intensity, rate / 1e9), xytext=(0, 26),
+                    textcoords="offset points", ha="center", fontsize=9,
+                    bbox=dict(boxstyle="round,pad=0.2", fc="white", alpha=0.75, ec=colour[phase],
+                              lw=0.8),
+                    arrowprops=dict(arrowstyle="-", color=colour[phase], lw=0.8), zorder=7)
+    ax.legend(fontsize=9, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def h100_figure(configs: dict, prompt: int):
+    """Figure 8.2: the tiny ``L`` model's and Llama 3 8B's phases (a 2048-token prompt) on an
+    H100's datasheet roofline in BF16, predicted, not measured. ``configs`` are
+    ``machine.chapter_models()``; the tiny model's circles are drawn over Llama 3 8B's hollow
+    squares, so a square at the same intensity cannot hide a circle. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from ..counts import op_costs, total
+    from ..hardware import get_accelerator
+    from ..machine import plot_roofline
+    from ..models import get_model
+
+    colour = {"prefill": "C0", "decode": "C3"}
     h100 = get_accelerator("H100")
     h100_points = []
     for label, cfg, length, mark, style in [
@@ -266,20 +292,10 @@ def roofline_figure(rows, host: dict, chip, configs: dict, prompt: int):
             colours = {"edgecolors": colour[phase]} if mark == "s" else {"color": colour[phase]}
             h100_points.append((intensity, rate, None, dict(
                 marker=mark, label=f"{label} {phase}", **colours, **style)))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.0, 9.5))
-    plot_roofline(ax1, chip.peak("fp32"), chip.bandwidth, points,
-                  cache_bandwidth=host["cache_GBps"] * 1e9,
-                  title="The machine that ran this page, fp32: tiny L measured (stars: phases)")
-    for phase, intensity, rate in stars:  # labels above the stars, clear of the dots
-        ax1.annotate(f"{phase} (phase)", (intensity, rate / 1e9), xytext=(0, 26),
-                     textcoords="offset points", ha="center", fontsize=9,
-                     bbox=dict(boxstyle="round,pad=0.2", fc="white", alpha=0.75, ec=colour[phase],
-                               lw=0.8),
-                     arrowprops=dict(arrowstyle="-", color=colour[phase], lw=0.8), zorder=7)
-    plot_roofline(ax2, h100.peak("bf16"), h100.bandwidth, h100_points, imax=8192,
+    fig, ax = plt.subplots(figsize=(7.0, 4.9))
+    plot_roofline(ax, h100.peak("bf16"), h100.bandwidth, h100_points, imax=8192,
                   title="H100 SXM, BF16: predicted from the datasheet")
-    for ax in (ax1, ax2):
-        ax.legend(fontsize=9, loc="lower right")
+    ax.legend(fontsize=9, loc="lower right")
     fig.tight_layout()
     return fig
 

@@ -506,7 +506,8 @@ def _drawn(fig) -> tuple[list[tuple[float, object]], list[object]]:
     def draw(self, renderer):
         drawn = original(self, renderer)
         if self.get_visible() and self.get_text().strip():
-            texts.append((float(self.get_fontsize()), self.get_window_extent(renderer)))
+            # the text's own box: an annotation's extent would take in its leader line too
+            texts.append((float(self.get_fontsize()), mtext.Text.get_window_extent(self, renderer)))
             frame = self.get_bbox_patch()
             if frame is not None and frame.get_visible():
                 shapes.append(frame.get_window_extent(renderer))
