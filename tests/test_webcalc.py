@@ -261,18 +261,24 @@ process.stdout.write(JSON.stringify(out));
 """
 
 
+def run_under_node(node: str, tmp_path, settings: list[dict]) -> list[dict]:
+    """calculator.js's estimate() and maxBatch() for each setting, run by ``node`` on freshly
+    exported data; a refused setting gives ``{"error": message}``."""
+    data_js = webcalc.write(tmp_path)
+    proc = subprocess.run([node, "-e", NODE_RUNNER, str(data_js), str(CALCULATOR_JS)],
+                          input=json.dumps(settings), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def test_page_arithmetic_equals_the_library_under_node(tmp_path, data):
     """calculator.js's estimate() run by node (if installed) for 120 random settings, prompts
     longer than the prefill's chunk and batches packed several prompts per pass among them."""
     node = shutil.which("node") or shutil.which("nodejs")
     if not node:
         pytest.skip("node is not installed; tests/test_calculator_page.py checks the same in Chromium")
-    data_js = webcalc.write(tmp_path)
     settings = random_settings(13, 120, data)
-    proc = subprocess.run([node, "-e", NODE_RUNNER, str(data_js), str(CALCULATOR_JS)],
-                          input=json.dumps(settings), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    results = json.loads(proc.stdout)
+    results = run_under_node(node, tmp_path, settings)
     worst = max(compare(s, v) for s, v in zip(settings, results, strict=True))
     assert sum("error" in v for v in results) >= 5  # the refused combinations were exercised
     kinds = prefill_kinds(settings, data["defaults"]["prefill_chunk"])
@@ -381,12 +387,8 @@ def test_dp_ep_arithmetic_equals_the_library_under_node(tmp_path, data):
     node = shutil.which("node") or shutil.which("nodejs")
     if not node:
         pytest.skip("node is not installed; tests/test_calculator_page.py checks the page in Chromium")
-    data_js = webcalc.write(tmp_path)
     settings = dp_settings(29, 80, data)
-    proc = subprocess.run([node, "-e", NODE_RUNNER, str(data_js), str(CALCULATOR_JS)],
-                          input=json.dumps(settings), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    results = json.loads(proc.stdout)
+    results = run_under_node(node, tmp_path, settings)
     worst = max(compare_dp(s, v) for s, v in zip(settings, results, strict=True))
     errors = [v["error"] for v in results if "error" in v]
     assert any(e.startswith("Layout.ep must be 1 or dp") for e in errors)  # each kind refused

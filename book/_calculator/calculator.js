@@ -227,6 +227,14 @@
   /* llm_roofline.estimate for one setting: state = {model, gpu (names), weight, kv, compute
    * ("auto" or a dtype), n, batch, prompt, output, mbu, mfu (strings or numbers)}. Returns the
    * raw numbers (only batch, TPOT and throughput if summary); throws CalcError with the library's message where the library raises. */
+  // The compute precision and the chip's peak in it: "auto" follows the weights' format.
+  function computeOf(state, chip) {
+    if (state.compute === "auto") return chip.auto[state.weight];
+    const chipPeak = chip.compute[state.compute];
+    if (typeof chipPeak === "string") throw new CalcError(chipPeak);
+    return [state.compute, chipPeak];
+  }
+
   function estimate(state, summary) {
     const m = D.models[state.model], chip = D.accelerators[state.gpu];
     if (!m || !chip) throw new CalcError("unknown model or accelerator");
@@ -234,14 +242,7 @@
     const n = Number(state.n), chipTp = chip.tp[n], modelTp = m.tp[n];
     if (!chipTp || !modelTp) throw new CalcError("n_gpus must be one of " + D.gpuCounts.join(", "));
     if (chipTp.error) throw new CalcError(chipTp.error);
-    let computeDtype, chipPeak;
-    if (state.compute === "auto") {
-      [computeDtype, chipPeak] = chip.auto[state.weight];
-    } else {
-      chipPeak = chip.compute[state.compute];
-      if (typeof chipPeak === "string") throw new CalcError(chipPeak);
-      computeDtype = state.compute;
-    }
+    const [computeDtype, chipPeak] = computeOf(state, chip);
     const mbu = fraction("mbu", state.mbu), mfu = fraction("mfu", state.mfu);
     if (modelTp.error) throw new CalcError(modelTp.error);
     const b = count("batch", state.batch), p = count("prompt_len", state.prompt),
@@ -376,14 +377,7 @@
     if (ep !== 1 && ep !== dp) {
       throw new CalcError(D.messages.layoutEp.replace("{dp}", dp).replace("{ep}", ep));
     }
-    let computeDtype, chipPeak;
-    if (state.compute === "auto") {
-      [computeDtype, chipPeak] = chip.auto[state.weight];
-    } else {
-      chipPeak = chip.compute[state.compute];
-      if (typeof chipPeak === "string") throw new CalcError(chipPeak);
-      computeDtype = state.compute;
-    }
+    const [computeDtype, chipPeak] = computeOf(state, chip);
     const mbu = fraction("mbu", state.mbu), mfu = fraction("mfu", state.mfu);
     const links = ep > 1 ? chip.ep[ep] : null;
     if (ep > 1 && info.epErrors[ep]) throw new CalcError(info.epErrors[ep]);
