@@ -15,7 +15,10 @@ Host, NumPy and torch are timed in the same rounds, each figure the best of seve
 program held the core (on a shared machine, the steadier figure). The load
 average is recorded before and after, and a spread between samples over 25 % is reported
 as a disturbed run. NumPy multiplies with its OpenBLAS, torch with its own BLAS (MKL or
-oneDNN in the x86 wheels): both are named. ``--smoke`` runs a tiny model for seconds (CI).
+oneDNN in the x86 wheels): both are named, with ``OPENBLAS_THREAD_TIMEOUT`` (set to 21 here
+unless the environment sets it: see the comment at the imports; null when NumPy was loaded
+before this module, as under pytest, and the variable could not take effect). ``--smoke`` runs
+a tiny model for seconds (CI).
 
 The GEMM rate that divides the prefill's is the host's best: a square float32 product of
 ``--gemm-n`` (2048), larger than any product of the prefill. The same rounds also time, alone,
@@ -32,10 +35,21 @@ import json
 import os
 import sys
 
-import numpy as np
+# NumPy's OpenBLAS keeps an idle thread spinning for 2**28 cycles (about 0.1 s) after each
+# product. On a 2-core host that thread holds a core while the element-wise code between the
+# products (softmax, SwiGLU, RMSNorm, split over both cores) runs, and a 512-token prefill took
+# 5-10 % longer. 2**21 cycles (0.8 ms at 2.6 GHz) is still longer than the gaps between a
+# decode step's products (under 0.5 ms), so decode keeps its thread awake. OpenBLAS reads the
+# variable once, when it loads: it must be set before NumPy is imported.
+THREAD_TIMEOUT = ("OPENBLAS_THREAD_TIMEOUT", "21")
+if "numpy" not in sys.modules:
+    os.environ.setdefault(*THREAD_TIMEOUT)
+THREAD_TIMEOUT_SET = os.environ.get(THREAD_TIMEOUT[0]) if "numpy" not in sys.modules else None
 
-from llm_roofline import counts
-from llm_roofline.measure import (
+import numpy as np  # noqa: E402
+
+from llm_roofline import counts  # noqa: E402
+from llm_roofline.measure import (  # noqa: E402
     DISTURBED_SPREAD,
     _copy_kernel,
     _matmul_kernel,
@@ -46,8 +60,8 @@ from llm_roofline.measure import (
     load_average,
     timing,
 )
-from llm_roofline.models import ModelConfig
-from llm_roofline.tiny import Tally, TinyLlama
+from llm_roofline.models import ModelConfig  # noqa: E402
+from llm_roofline.tiny import Tally, TinyLlama  # noqa: E402
 
 CFG = ModelConfig("bench-250MB", vocab_size=8192, hidden_size=1024, intermediate_size=2816,
                   n_layers=4, n_heads=16, n_kv_heads=4, head_dim=64, max_context=1024)
@@ -94,11 +108,11 @@ def prefill_shapes(model, P):
     rng = np.random.default_rng(1)
     out = {}
     for name in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
-        W = model.layers[0][name][0]  # [d_out, d_in]
-        a = rng.standard_normal((P, W.shape[1])).astype(np.float32)
-        y = np.empty((P, W.shape[0]), np.float32)
-        out[f"gemm_{name}"] = (lambda a=a, W=W, y=y: np.matmul(a, W.T, out=y), 2 * W.size * P,
-                               [P, W.shape[1], W.shape[0]])
+        W = model.layers[0][name][0]  # [d_in, d_out], as the model keeps it
+        a = rng.standard_normal((P, W.shape[0])).astype(np.float32)
+        y = np.empty((P, W.shape[1]), np.float32)
+        out[f"gemm_{name}"] = (lambda a=a, W=W, y=y: np.matmul(a, W, out=y), 2 * W.size * P,
+                               [P, *W.shape])
     return out
 
 
@@ -237,7 +251,8 @@ def main(argv=None) -> dict:
                         "torch_s": best.get("torch_decode"), "GBps": decode_GBps},
         "prefill": {"flops": counts.total(pre).flops, "numpy_s": best["numpy_prefill"],
                     "torch_s": best.get("torch_prefill"), "GFLOPS": prefill_GFLOPS},
-        "blas": {"numpy": numpy_blas, "torch": torch_blas() if hf is not None else why_not},
+        "blas": {"numpy": numpy_blas | {"OPENBLAS_THREAD_TIMEOUT": THREAD_TIMEOUT_SET},
+                 "torch": torch_blas() if hf is not None else why_not},
         "logits_max_rel_diff_vs_torch": agree if hf is not None else None,
         "spread": spread,
         "waited": waited,

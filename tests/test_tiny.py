@@ -158,8 +158,9 @@ def test_a_forked_process_splits_on_threads_of_its_own(monkeypatch):
 
 
 def test_fused_products_are_views_of_the_weights_passed():
-    """q, k, v (and gate, up) run as one GEMM of stacked weights; each Hugging Face name still
-    holds its own weight, unchanged, and the tally still names q_proj, k_proj and v_proj."""
+    """q, k, v (and gate, up) run as one GEMM of weights side by side, kept [d_in, d_out]; each
+    Hugging Face name still holds its own weight, unchanged and in its own shape, and the tally
+    still names q_proj, k_proj and v_proj."""
     biased = dataclasses.replace(CFG, qkv_bias=True)
     weights = TinyLlama.random(biased, seed=5).w
     given = {k: v.copy() for k, v in weights.items()}
@@ -169,7 +170,12 @@ def test_fused_products_are_views_of_the_weights_passed():
     qkv, b, ops, rows = model.layers[1]["qkv_proj"]
     assert ops == ("q_proj", "k_proj", "v_proj") and rows == (32, 16, 16) and b.shape == (64,)
     assert np.shares_memory(model.w["model.layers.1.self_attn.k_proj.weight"], qkv)
-    np.testing.assert_array_equal(qkv[32:48], given["model.layers.1.self_attn.k_proj.weight"])
+    assert qkv.shape == (32, 64) and qkv.flags.c_contiguous  # [d_in, q + k + v]
+    np.testing.assert_array_equal(qkv[:, 32:48], given["model.layers.1.self_attn.k_proj.weight"].T)
+    o_proj = model.layers[1]["o_proj"][0]
+    assert o_proj.flags.c_contiguous and np.shares_memory(
+        model.w["model.layers.1.self_attn.o_proj.weight"], o_proj)
+    np.testing.assert_array_equal(o_proj, given["model.layers.1.self_attn.o_proj.weight"].T)
     np.testing.assert_array_equal(b[48:], given["model.layers.1.self_attn.v_proj.bias"])
 
 

@@ -4,7 +4,10 @@ Weights are a dict keyed by Hugging Face Llama parameter names, shaped as there
 (``q_proj.weight`` is ``[n_heads*head_dim, hidden]``), so a Llama checkpoint loads unchanged:
 ``TinyLlama(cfg, {k: v.numpy() for k, v in LlamaForCausalLM(...).state_dict().items()})``.
 Activations are kept as 2-D ``[tokens, features]`` arrays, so every projection is one BLAS
-matrix product; the products that read the same input run as one, their weights stacked (q, k
+matrix product ``x @ W``. The model keeps each matrix as GPT-2 and picoGPT do, ``[d_in, d_out]``
+(the transpose of Hugging Face's), which OpenBLAS multiplies a few per cent faster than the
+transposed view; ``model.w`` still shows every weight under its Hugging Face name and shape,
+as a view. The products that read the same input run as one, their weights side by side (q, k
 and v; gate and up), and a prefill's largest element-wise work (softmax, SwiGLU, RMSNorm)
 splits its rows among the BLAS's threads (:func:`on_threads`).
 
@@ -66,13 +69,18 @@ def rms_norm(x, w, eps, out=None):  # x [T, d], w [d] -> [T, d], into out if giv
     return y
 
 
-def rotate_half(x):  # [..., dh]: (x1, x2) -> (-x2, x1), the Hugging Face Llama convention
-    half = x.shape[-1] // 2
-    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-
-
-def rope(x, cos, sin):  # x [B, n, heads, dh], cos and sin [n, dh]
-    return x * cos[:, None] + rotate_half(x) * sin[:, None]
+def rope(x, cos, sin):  # x [B, n, heads, dh], cos and sin [n, dh] (their halves equal)
+    """Rotate each pair (x1, x2) = (x[j], x[j + dh/2]) by its position's angle: Hugging Face's
+    ``x*cos + rotate_half(x)*sin``, written half by half so that no rotated copy of x is made."""
+    h = x.shape[-1] // 2
+    c, s = cos[:, None, :h], sin[:, None, :h]  # [n, 1, dh/2]
+    x1, x2 = x[..., :h], x[..., h:]
+    out = np.empty(x.shape, x.dtype)
+    np.multiply(x1, c, out=out[..., :h])
+    out[..., :h] -= x2 * s  # x1 cos - x2 sin
+    np.multiply(x2, c, out=out[..., h:])
+    out[..., h:] += x1 * s  # x2 cos + x1 sin
+    return out
 
 
 def softmax(x):  # over the last axis, in place: x is overwritten and returned
@@ -273,30 +281,38 @@ class TinyLlama:
             p = f"model.layers.{i}."
             layer = {"attn_norm": w[p + "input_layernorm.weight"],
                      "mlp_norm": w[p + "post_attention_layernorm.weight"]}
-            # products that read the same input are one matrix, their rows stacked: q, k, v
-            # (qkv_proj) and gate, up (gate_up_proj); one large GEMM runs nearer the peak than
-            # several small ones. Each operation's weight is a view of its rows, in self.w too.
+            # each matrix is kept [d_in, d_out] (picoGPT's x @ W); the Hugging Face name shows
+            # its transpose, a view. Products that read the same input are one matrix, their
+            # columns side by side: q, k, v (qkv_proj) and gate, up (gate_up_proj); one large
+            # GEMM runs nearer the peak than several small ones. W is [d_in, sum of d_out].
             for fused, ops in (("qkv_proj", ("q_proj", "k_proj", "v_proj")),
                                ("gate_up_proj", ("gate_proj", "up_proj"))):
                 names = [p + _HF_NAMES[op] for op in ops]
-                W = np.concatenate([w[name + ".weight"] for name in names])  # [sum d_out, d_in]
+                W = np.ascontiguousarray(np.concatenate([w[name + ".weight"] for name in names]).T)
                 biases = [w.get(name + ".bias") for name in names]
                 b = None if biases[0] is None else np.concatenate(biases)
-                start, rows = 0, []
+                start, cols = 0, []
                 for op, name in zip(ops, names, strict=True):
                     stop = start + w[name + ".weight"].shape[0]
-                    w[name + ".weight"] = W[start:stop]
+                    w[name + ".weight"] = W[:, start:stop].T  # [d_out, d_in], as Hugging Face
                     if b is not None:
                         w[name + ".bias"] = b[start:stop]
-                    layer[op] = (W[start:stop], None if b is None else b[start:stop])
-                    rows.append(stop - start)
+                    layer[op] = (W[:, start:stop], None if b is None else b[start:stop])
+                    cols.append(stop - start)
                     start = stop
-                layer[fused] = (W, b, ops, tuple(rows))
+                layer[fused] = (W, b, ops, tuple(cols))
             for op in ("o_proj", "down_proj"):
-                layer[op] = (w[p + _HF_NAMES[op] + ".weight"], None)
+                name = p + _HF_NAMES[op] + ".weight"
+                W = np.ascontiguousarray(w[name].T)  # [d_in, d_out]
+                w[name] = W.T
+                layer[op] = (W, None)
             self.layers.append(layer)
-        self.embed = w["model.embed_tokens.weight"]
-        self.head = self.embed if cfg.tie_embeddings else w["lm_head.weight"]
+        self.embed = w["model.embed_tokens.weight"]  # [V, d]: rows are gathered
+        if cfg.tie_embeddings:
+            self.head = self.embed.T  # [d, V], a view: the table is stored once
+        else:
+            self.head = np.ascontiguousarray(w["lm_head.weight"].T)  # [d, V]
+            w["lm_head.weight"] = self.head.T
         self._tally: Tally | None = None  # set for the duration of a pass that tallies
         self._scratch_buffers: dict = {}  # a pass's temporary arrays, reused layer to layer
         self._rot = rope_tables(cfg, 0, 0, self.act)  # cos, sin of the positions seen so far
@@ -505,18 +521,18 @@ class TinyLlama:
         self._record(op, 4 * x.size, (x, w), (y,))
         return y
 
-    def _linears(self, x, W, b, ops, rows):  # x [T, d_in] -> one [T, d_out] per operation
-        """Products of one input as one GEMM: ``W`` the weights of ``ops`` stacked by rows
-        (``rows`` each), ``b`` their biases or None. Each output is a view of the product
-        ``[T, sum d_out]``, and each operation is tallied as if it ran alone."""
-        y = self._scratch(ops, (x.shape[0], W.shape[0]))  # [T, sum d_out]
-        np.matmul(x, W.T.astype(self.act) if self._cast else W.T, out=y)  # one GEMM (GEMV at T=1)
+    def _linears(self, x, W, b, ops, cols):  # x [T, d_in] -> one [T, d_out] per operation
+        """Products of one input as one GEMM: ``W`` ``[d_in, sum d_out]`` the weights of ``ops``
+        side by side (``cols`` columns each), ``b`` their biases or None. Each output is a view
+        of the product ``[T, sum d_out]``, and each operation is tallied as if it ran alone."""
+        y = self._scratch(ops, (x.shape[0], W.shape[1]))  # [T, sum d_out]
+        np.matmul(x, W.astype(self.act) if self._cast else W, out=y)  # one GEMM (GEMV at T=1)
         if b is not None:
             y += b
         outs, start = [], 0
-        for op, n_rows in zip(ops, rows, strict=True):
-            stop = start + n_rows
-            Wop, out = W[start:stop], y[:, start:stop]
+        for op, n_cols in zip(ops, cols, strict=True):
+            stop = start + n_cols
+            Wop, out = W[:, start:stop], y[:, start:stop]
             if b is None:
                 self._record(op, 2 * x.shape[0] * Wop.size, (x, Wop), (out,))
             else:
@@ -526,8 +542,8 @@ class TinyLlama:
             start = stop
         return outs
 
-    def _linear(self, op, x, W, b=None):  # x [T, d_in], W [d_out, d_in], b [d_out] -> [T, d_out]
-        y = x @ (W.T.astype(self.act) if self._cast else W.T)  # one BLAS GEMM (GEMV at T=1)
+    def _linear(self, op, x, W, b=None):  # x [T, d_in], W [d_in, d_out], b [d_out] -> [T, d_out]
+        y = x @ (W.astype(self.act) if self._cast else W)  # one BLAS GEMM (GEMV at T=1)
         if b is None:
             self._record(op, 2 * x.shape[0] * W.size, (x, W), (y,))
         else:
