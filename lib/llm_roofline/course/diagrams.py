@@ -183,8 +183,8 @@ def transformer_layer(model="llama-3-8b", dtype: str = "bf16", batch: int = 1):
     x = 0.05
     for name, r, c in mats[:3]:
         x = matrix(x, rows["qkv"], name, r, c)
-    box(ax, x, rows["qkv"], WIDTH - 0.05 - x, h, f"KV cache, grows a token at a time:\n"
-        f"{size(2 * kv)} per token in this layer", kind="memory", fontsize=FONT)
+    box(ax, x, rows["qkv"], WIDTH - 0.05 - x, h, f"KV cache: grows by\n{size(2 * kv)} a token",
+        kind="memory", fontsize=FONT)
     box(ax, 0.05, rows["attn"], 3.6, h, f"attention over the cached tokens\n"
         f"{cfg.n_heads} query heads, {cfg.n_kv_heads} KV heads", kind="compute", fontsize=FONT)
     matrix(3.75, rows["attn"], *mats[3])
