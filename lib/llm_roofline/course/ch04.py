@@ -253,7 +253,8 @@ def intensity_vs_tokens(
     ax.set_xlabel("tokens in the pass, B x L")
     ax.set_ylabel("arithmetic intensity (FLOPs/byte)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=9, loc="upper left")
+    # beside the axes: inside, the key would cover the curves where they cross the ridge
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     return ax
 
 

@@ -260,7 +260,8 @@ def shared_weight_read(model="llama-3-70b", batch: int = 4, dtype: str = "bf16")
     b = float(bytes_per_element(dtype))
     weights_gb = cfg.n_params * b / 1e9
     fig, ax = canvas(WIDTH, 3.9)
-    box(ax, 0.05, 1.55, 1.9, 1.3, f"HBM: weights\n{cfg.n_params / 1e9:,.0f} B parameters\n"
+    # "billion" in words: B is the batch on this figure
+    box(ax, 0.05, 1.55, 1.9, 1.3, f"HBM: weights\nN = {cfg.n_params / 1e9:,.2f} billion\n"
         f"{weights_gb:,.0f} GB in {dtype.upper()}", kind="memory")
     arrow(ax, (1.95, 2.2), (2.85, 2.2), "read once\nper step", kind="memory", width=4.0,
           offset=0.1)
@@ -277,8 +278,9 @@ def shared_weight_read(model="llama-3-70b", batch: int = 4, dtype: str = "bf16")
         box(ax, 6.0, y, 1.15, h, "own KV", kind="memory", fontsize=SMALL, linewidth=0.8)
     note(ax, 5.45, top + 0.05, "B sequences", ha="center", style="italic")
     note(ax, 6.57, top + 0.05, "not shared", ha="center", style="italic")
-    note(ax, 0.05, 0.85, f"FLOPs of the linear layers: 2 × N × B = 2 × {cfg.n_params / 1e9:,.0f} B "
-         f"× {batch} = {2 * cfg.n_params * batch / 1e9:,.0f} GFLOP")
+    # N to two decimals, so that the product checks by hand: 2 x 70.55 x 4 = 564.4
+    note(ax, 0.05, 0.85, f"Linear FLOPs: 2 × N × B = 2 × {cfg.n_params / 1e9:,.2f} "
+         f"billion × {batch} = {2 * cfg.n_params * batch / 1e9:,.0f} GFLOP")
     note(ax, 0.05, 0.5, f"Bytes of weights: {b:g} × N = {weights_gb:,.0f} GB, whatever B is")
     note(ax, 0.05, 0.15, f"Intensity: 2NB / ({b:g}N) = {2 * batch / b:g} FLOP per byte"
          + (" = B" if b == 2 else ""))
