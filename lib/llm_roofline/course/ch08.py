@@ -250,7 +250,7 @@ def roofline_figure(rows, host: dict, chip):
     fig, ax = plt.subplots(figsize=(7.0, 4.9))
     plot_roofline(ax, chip.peak("fp32"), chip.bandwidth, points,
                   cache_bandwidth=host["cache_GBps"] * 1e9,
-                  title="The machine that ran this page, fp32: tiny L measured (stars: phases)")
+                  title="The machine that ran this page, fp32: the tiny model measured (stars: phases)")
     bottom, top = ax.get_ylim()
     ax.set_ylim(bottom, top * 8)  # head room: a star at the roof keeps its label under the title
     for phase, intensity, rate in stars:  # labels above the stars, clear of the dots
@@ -281,9 +281,9 @@ def h100_figure(configs: dict, prompt: int):
     h100 = get_accelerator("H100")
     h100_points = []
     for label, cfg, length, mark, style in [
-        ("Llama 3 8B", get_model("llama-3-8b"), 2048, "s", dict(s=80, facecolors="none",
+        ("Llama-3-8B", get_model("llama-3-8b"), 2048, "s", dict(s=80, facecolors="none",
                                                                   linewidths=1.6)),
-        ("tiny L", configs["L"], prompt, "o", dict(s=30)),  # drawn last: on top
+        ("tiny model", configs["L"], prompt, "o", dict(s=30)),  # drawn last: on top
     ]:
         for phase, costs in [("prefill", op_costs(cfg, 1, length, 0)),
                              ("decode", op_costs(cfg, 1, 1, length))]:
@@ -295,6 +295,10 @@ def h100_figure(configs: dict, prompt: int):
     fig, ax = plt.subplots(figsize=(7.0, 4.9))
     plot_roofline(ax, h100.peak("bf16"), h100.bandwidth, h100_points, imax=8192,
                   title="H100 SXM, BF16: predicted from the datasheet")
+    for line in ax.get_lines():  # the datasheet's units, not the measured roof's GB/s and GFLOP/s
+        if line.get_label().startswith("memory "):
+            line.set_label(f"roof: {h100.bandwidth / 1e9:,.0f} GB/s, "
+                           f"{h100.peak('bf16') / 1e12:,.1f} TFLOP/s")
     ax.legend(fontsize=9, loc="lower right")
     fig.tight_layout()
     return fig
