@@ -48,7 +48,8 @@ def kv_step_bars(ax, batch: int, context: int, model: str = "llama-3-8b",
              else f"B = {batch}, context {context:,}: {ms:.1f} ms on an {accelerator}")
     if not fits:
         title += " (does not fit)" if not short_title else "\n(does not fit)"
-    ax.set(ylabel="bytes read per step (GB)", ylim=(0, real("ylim", ylim, minimum=0, open_min=True)),
+    # small multiples repeat the label on every panel: keep it short there, clear of the titles
+    ax.set(ylabel="GB read" if short_title else "bytes read per step (GB)", ylim=(0, real("ylim", ylim, minimum=0, open_min=True)),
            title=title)
     return ax
 

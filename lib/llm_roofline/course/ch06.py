@@ -160,9 +160,11 @@ def chunk_tradeoff(ax, chunks: Sequence[int], results: Sequence, *, color=None) 
     ax.legend(fontsize=9, loc="upper right")
     without = results[0].tpot_without_s * 1e3
     ax.axhline(without, color="grey", ls="--")
-    ax.text(ttft.min(), without * 0.9, "no prefill running", color="grey", fontsize=9,
-            ha="left", va="top")
-    ax.set_ylim(bottom=0)
+    # a few points below the line, whatever the text size, so that the line does not strike it
+    ax.annotate("no prefill running", (ttft.min(), without), xytext=(0, -6),
+                textcoords="offset points", color="grey", fontsize=9, ha="left", va="top")
+    # head room: the top point's label stays clear of the frame
+    ax.set_ylim(0, 1.15 * max(tpot.max(), floor_tpot.max()))
     ax.set(xlabel="new request's TTFT (ms)", ylabel="running users' TPOT meanwhile (ms)")
     return {"ttft_ms": ttft, "tpot_ms": tpot, "tpot_without_ms": without,
             "floor_ttft_ms": floor_ttft, "floor_tpot_ms": floor_tpot}

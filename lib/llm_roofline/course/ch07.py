@@ -62,7 +62,8 @@ def memory_bars(batch: int = 16, prompt: int = 2048, output: int = 1024, gpu="H1
 
     chip = get_accelerator(gpu)
     with plt.rc_context(PAGE):
-        fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 4.1), sharey=True)
+        # constrained: the key below the axes keeps its room at any text size (a slide's too)
+        fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 4.1), sharey=True, layout="constrained")
         top = 0.0
         for ax, (scale, name) in zip(axes, SCALES.items(), strict=True):
             parts = {part: [] for part in list(PARTS)[:3]}
@@ -91,10 +92,9 @@ def memory_bars(batch: int = 16, prompt: int = 2048, output: int = 1024, gpu="H1
         axes[0].set_ylim(0, top * 1.05)
         axes[0].set_ylabel("GiB ($2^{30}$ bytes)")
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False)
+        fig.legend(handles, labels, loc="outside lower center", ncol=4, frameon=False)
         fig.suptitle(f"Memory for {batch} requests of {prompt} + {output} tokens "
                      "(one scale for all three)")
-        fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
 
