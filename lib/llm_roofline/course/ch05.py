@@ -49,8 +49,8 @@ def kv_step_bars(ax, batch: int, context: int, model: str = "llama-3-8b",
     if not fits:
         title += " (does not fit)" if not short_title else "\n(does not fit)"
     # small multiples repeat the label on every panel: keep it short there, clear of the titles
-    ax.set(ylabel="GB read" if short_title else "bytes read per step (GB)", ylim=(0, real("ylim", ylim, minimum=0, open_min=True)),
-           title=title)
+    ax.set(ylabel="GB read" if short_title else "bytes read per step (GB)",
+           ylim=(0, real("ylim", ylim, minimum=0, open_min=True)), title=title)
     return ax
 
 
