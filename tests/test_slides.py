@@ -93,6 +93,37 @@ def test_a_number_not_in_the_chapter_is_found():
     assert numbers("Figure 4.2 shows 3,350 GB/s in chapter 3, slide 12") == {"3,350"}
 
 
+def title_slip(deck) -> list[str]:
+    """How a deck's title slide disagrees with its front matter: the heading starts with the
+    title (code marks aside; a subtitle may follow, as deck 04's ": I = B × L"), and each
+    objective starts with a capital, as in every deck."""
+    out = []
+    heading = deck.slides[0].heading.replace("`", "")
+    if not heading.startswith(deck.title):
+        out.append(f"heading {heading!r} does not start with the title {deck.title!r}")
+    for line in deck.slides[0].body.splitlines():
+        if line.startswith("- ") and not line[2:3].isupper():
+            out.append(f"objective not capitalised: {line[2:]!r}")
+    return out
+
+
+@pytest.mark.parametrize("path", deck_sources(), ids=lambda p: p.stem)
+def test_the_title_slide_matches_the_front_matter(path):
+    deck = slides.read_deck(path)
+    assert not title_slip(deck), f"{path.name}: {title_slip(deck)}"
+
+
+def test_a_title_slip_is_found():
+    deck = slides.read_deck(DECKS / "09.md")
+    first = deck.slides[0]
+    slipped = slides.Deck(deck.name, deck.chapter, deck.title, (
+        slides.Slide(1, "Serving at scale: layouts", first.body + "\n- size a layout", ""),
+        *deck.slides[1:]))
+    assert title_slip(slipped) == [
+        f"heading 'Serving at scale: layouts' does not start with the title {deck.title!r}",
+        "objective not capitalised: 'size a layout'"]
+
+
 GOOD = """---
 chapter: 04_why_decode_is_bound   # the notebook's stem
 title: A deck
