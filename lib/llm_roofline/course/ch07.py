@@ -110,29 +110,32 @@ def latency_curves(model="llama-3-70b", gpu="H100 SXM", n_gpus: int = 4, prompt:
     chip = get_accelerator(gpu)
     name = get_model(model).name
     with plt.rc_context(PAGE):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 3.9))
+        # constrained: the panels keep their room at any text size (a slide's too)
+        fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 3.9), layout="constrained")
         for precision, (weights, kv) in PRECISIONS.items():
             options = dict(weight_dtype=weights, kv_dtype=kv, n_gpus=n_gpus)
             most = max_batch(model, chip, prompt, output, **options)
             batch = np.unique(np.geomspace(1, most, 60).astype(int))
             e = estimate(model, chip, batch, prompt, output, **options)
             c = COLOURS[precision]
-            left.plot(batch, 1e3 * e.tpot_s, color=c, label=f"{precision}, per user")
+            left.plot(batch, 1e3 * e.tpot_s, color=c)
             left.plot(batch, 1e3 * e.time_per_token_s, color=c, ls=":", lw=1.2)
             right.plot(batch, e.throughput_tok_s, color=c, label=f"{precision} (max {most})")
             compute = batch[e.bound == "compute"]
             if compute.size:
                 right.axvline(compute[0], color=c, lw=0.8, ls="--")
         left.set(xscale="log", yscale="log", xlabel="batch (concurrent users)",
-                 ylabel="ms per token", title="TPOT (solid), TPOT / batch (dotted)")
+                 ylabel="ms per token", title="Time per token")
         right.set(xscale="log", yscale="log", xlabel="batch (concurrent users)",
                   ylabel="tokens/s, all users", title="Throughput (dashed: compute-bound)")
-        for ax in (left, right):
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False,
-                      columnspacing=0.8, handlelength=1.5)
+        # the colours are keyed once, on the right; the left key says what its two styles are
+        styles = [plt.Line2D([], [], color="0.3", label="TPOT, each user"),
+                  plt.Line2D([], [], color="0.3", ls=":", lw=1.2, label="TPOT / batch")]
+        for ax, handles in ((left, styles), (right, None)):
+            ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2,
+                      frameon=False, columnspacing=0.8, handlelength=1.5)
             ax.grid(True, which="major", alpha=0.3)
         fig.suptitle(f"{name} on {n_gpus} x {chip.name}, prompt {prompt}, output {output}")
-        fig.tight_layout()
     return fig
 
 
@@ -219,7 +222,9 @@ def experts_read(models: Sequence[str] = ("deepseek-v3", "mixtral-8x7b"), larges
                ylabel="fraction of weights read",
                title="Weights a decode step reads (dotted: one token's active share)")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(loc="lower right")
+        # right of the middle: empty there (the curves have reached 1), and clear of the dotted
+        # active shares along the bottom
+        ax.legend(loc="center right")
         fig.tight_layout()
     return fig
 
