@@ -223,3 +223,22 @@ def test_the_calculator_gives_the_calibrated_prediction_on_request():
         lr.estimate("llama-3-8b", "h100", 8, 2048, 256, engine="vllm")
     with pytest.raises(ValueError, match="realistic must be true or false"):
         lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic="yes")
+
+
+def test_it_says_when_it_extrapolates_to_the_new_chips_and_formats():
+    """No fitted row ran on Blackwell or stores 4-bit floats (the MLPerf v5.1 B200 rows have no
+    batch and are not fitted): a prediction there says so, naming the chip, the weight format
+    and the math; an H100 in FP8, which the rows cover, does not."""
+    assert not any(r.weight_dtype in ("nvfp4", "mxfp4") for r in M.usable())
+    assert "B200" not in {r.accelerator for r in M.usable()}
+    b200 = R.estimate("llama-3-70b", "B200", 64, 1000, 200, weight_dtype="nvfp4",
+                      compute_dtype="nvfp4", kv_dtype="fp8")
+    assert b200.extrapolates and len(b200.extrapolation) == 3
+    assert "B200" in b200.extrapolation[0]
+    assert b200.extrapolation[1].startswith("nvfp4 weights")
+    assert b200.extrapolation[2].startswith("nvfp4 math")
+    mi355 = R.estimate("llama-3-70b", "MI355X", 64, 1000, 200, weight_dtype="mxfp4",
+                       compute_dtype="mxfp4", kv_dtype="fp8")
+    assert {line.split(" ")[0] for line in mi355.extrapolation[1:]} == {"mxfp4"}
+    h100 = R.estimate("llama-3-70b", "H100", 64, 1000, 200, weight_dtype="fp8", kv_dtype="fp8")
+    assert h100.extrapolation == ()
