@@ -313,3 +313,23 @@ def test_break_even_prompt_refuses_bad_input(rows):
     assert M.break_even_prompt(row, longest=500) == 500  # holds at every prompt up to 500
     with pytest.raises(ValueError, match="row 1: the ceiling is for throughput rows without a batch"):
         M.ceiling_compare([by_number(rows, 1)]) or M.ceiling(by_number(rows, 1))
+
+
+def test_inter_token_latency_under_concurrency_counts_the_others_prefills(rows):
+    """NIM's ITL at a client concurrency of 50 (row 89, 5,000-token prompts, 500 outputs): a
+    continuously batching server admits one request every 500 / 50 = 10 steps and prefills it
+    between the others' decode steps, so each step carries 49 / 500 of a prompt's prefill; the
+    floor is the larger of the decode step's and that share (an engine may overlap them). At a
+    concurrency of 1 (row 93) there is no other request: the plain decode step."""
+    row, alone = by_number(rows, 89), by_number(rows, 93)
+    assert (row.batch, row.input_len, row.output_len, row.definition) == (50, 5000, 500,
+                                                                          "tpot+prefills")
+    assert alone.batch == 1 and alone.definition == "tpot"
+    est = M.bound_estimate(row)
+    one_prompt = M.bound_estimate(row).ttft_s / 50  # a compute-bound prefill: 1/50 of 50
+    assert M.bound(row) == pytest.approx(1e3 * (est.tpot_s + 49 / 500 * one_prompt), rel=1e-9)
+    assert M.floor(row) == pytest.approx(
+        1e3 * max(est.tpot_floor_s, 49 / 50 * est.ttft_floor_s / 500), rel=1e-9)
+    assert M.floor(row) < M.bound(row) < row.value  # the floor holds, and the engine is slower
+    # the others' prefills are a large part of the step: the decode alone is far from it
+    assert M.bound(row) > 1.5 * 1e3 * est.tpot_s

@@ -20,7 +20,10 @@ definition the source gives:
   decode speed ``1 / TPOT``;
 - ``ttft``: the prefill of the row's batch; under a client concurrency (NIM) the prefill of the
   request's own prompt, which is the least a request waits;
-- ``itl``: the decode step of the batch (``TPOT``); ``e2e_latency``: ``TTFT + (out - 1) TPOT``.
+- ``itl``: the decode step of the batch (``TPOT``); under a client concurrency ``c`` of a
+  continuously batching server, the step plus the prefills of the other ``c - 1`` requests'
+  successors spread over their output: ``TPOT + (c - 1) / c * TTFT(c prompts) / out`` (one
+  request of ``c`` arrives every ``out / c`` steps); ``e2e_latency``: ``TTFT + (out - 1) TPOT``.
 
 ``compare(rows)`` gives one ``Comparison`` per usable row: the kernel-by-kernel value
 (``bound``), the floor, measured, their ratio (``attained``: measured speed over the
@@ -270,6 +273,8 @@ def _definition(r: dict, fam: str) -> str:
         return "batch*output/e2e"
     if metric == "output_throughput_per_gpu":
         return "batch*output/e2e/n_gpus"
+    if metric == "itl" and "concurrency" in r["notes"] and r["batch"] not in ("", "1"):
+        return "tpot+prefills"  # continuous batching: the others' prefills share the steps
     return {"ttft": "ttft", "itl": "tpot", "e2e_latency": "e2e", "gpu_memory": "memory",
             "prefill_throughput": "batch*input/ttft"}[metric]
 
@@ -430,6 +435,7 @@ def predicted_value(row: Row, est: Estimate) -> float:
         "batch*output/e2e/n_gpus": lambda: b * o / est.e2e_s / row.n_gpus,
         "ttft": lambda: est.ttft_s * scale,
         "tpot": lambda: est.tpot_s * scale,
+        "tpot+prefills": lambda: (est.tpot_s + (b - 1) / b * est.ttft_s / o) * scale,
         "e2e": lambda: est.e2e_s * scale,
     }
     if d not in value:
@@ -451,7 +457,15 @@ def bound(row: Row) -> float:
 
 
 def floor_value(row: Row, est: Estimate) -> float:
-    """The row's metric at the floor (``Estimate.ttft_floor_s``, ``tpot_floor_s``), row's unit."""
+    """The row's metric at the floor (``Estimate.ttft_floor_s``, ``tpot_floor_s``), row's unit.
+
+    An inter-token latency under a client concurrency (``tpot+prefills``) is at least the
+    larger of the decode step's floor and the others' prefills' share of a step: the engine
+    may overlap the two, so their sum would not be a floor."""
+    if row.definition == "tpot+prefills":
+        b, _, o = row.sizes()
+        scale = {"ms": 1e3, "s": 1.0}[row.unit]
+        return float(max(est.tpot_floor_s, (b - 1) / b * est.ttft_floor_s / o) * scale)
     return predicted_value(row, _Floors(ttft_s=est.ttft_floor_s, tpot_s=est.tpot_floor_s,
                                         e2e_s=est.e2e_floor_s))
 
