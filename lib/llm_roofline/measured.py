@@ -235,8 +235,8 @@ def _precision(text: str) -> tuple[str, str, str | None, int] | str:
     """
     t = text.lower()
     if "nvfp4" in t:
-        # W4A4 on the FP4 tensor cores (NVIDIA's checkpoints quantise the activations too);
-        # KV cache as for FP8 checkpoints: FP8 where unstated, the fewer bytes
+        # W4A4 on the FP4 tensor cores, the faster reading where a source leaves the
+        # activations' format open; KV cache as for FP8 checkpoints: FP8 where unstated
         return "nvfp4", "fp8", "nvfp4", 16
     if "q8_0" in t or "q4_0" in t or "gguf" in t:
         if "q4_0" in t:
