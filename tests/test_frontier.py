@@ -278,3 +278,32 @@ def test_cli_expert_dtype(capsys):
     real = lr.estimate("gpt-oss-120b", "H100", 64, 1000, 200, realistic=True,
                        expert_dtype="mxfp4")
     assert "mxfp4 routed experts: no fitted row stores its weights so" in real.extrapolation
+
+
+def test_figure_9_4_holds_every_row_the_library_can_express():
+    """Chapter 9's frontier figure: the tensor-parallel rows, the data-parallel ones and the
+    rows without a batch (MLPerf's Blackwell results among them), each under the floor; the
+    title counts them all. Figure 9.1's title names the model as the prose does."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from llm_roofline import measured
+    from llm_roofline.course import ch09
+
+    rows = measured.load()
+    tp, dp, top = measured.compare(rows), measured.dp_compare(rows), measured.ceiling_compare(rows)
+    assert (len(tp), len(dp), len(top)) == (84, 4, 12)
+    assert {c.row.accelerator for c in top if c.row.number >= 119} == {"B200"}
+    fig = ch09.frontier(tp, dp, top)
+    assert fig.axes[0].get_title() == "100 published rows against their floor"
+    points = [p for col in fig.axes[0].collections for p in col.get_offsets()]
+    assert max(y for _, y in points) <= 1  # none above the floor
+    assert min(y for _, y in points) >= fig.axes[0].get_ylim()[0]  # none cut off below
+    plt.close(fig)
+    assert ch09._display("llama-3-70b") == "Llama-3-70B"
+    assert ch09._display("deepseek-v3") == "DeepSeek-V3"
+    fig = ch09.tp_scaling("llama-3-70b", chips=("H100 SXM",), gpus=(2, 4))
+    assert fig.axes[0].get_title() == "Llama-3-70B, 32 users"
+    plt.close(fig)

@@ -223,3 +223,56 @@ def test_the_calculator_gives_the_calibrated_prediction_on_request():
         lr.estimate("llama-3-8b", "h100", 8, 2048, 256, engine="vllm")
     with pytest.raises(ValueError, match="realistic must be true or false"):
         lr.estimate("llama-3-8b", "h100", 8, 2048, 256, realistic="yes")
+
+
+def test_it_says_when_it_extrapolates_to_the_new_chips_and_formats():
+    """No fitted row ran on Blackwell or stores 4-bit floats (the MLPerf v5.1 B200 rows have no
+    batch and are not fitted): a prediction there says so, naming the chip, the weight format
+    and the math; an H100 in FP8, which the rows cover, does not."""
+    assert not any(r.weight_dtype in ("nvfp4", "mxfp4") for r in M.usable())
+    assert "B200" not in {r.accelerator for r in M.usable()}
+    b200 = R.estimate("llama-3-70b", "B200", 64, 1000, 200, weight_dtype="nvfp4",
+                      compute_dtype="nvfp4", kv_dtype="fp8")
+    assert b200.extrapolates and len(b200.extrapolation) == 3
+    assert "B200" in b200.extrapolation[0]
+    assert b200.extrapolation[1].startswith("nvfp4 weights")
+    assert b200.extrapolation[2].startswith("nvfp4 math")
+    mi355 = R.estimate("llama-3-70b", "MI355X", 64, 1000, 200, weight_dtype="mxfp4",
+                       compute_dtype="mxfp4", kv_dtype="fp8")
+    assert {line.split(" ")[0] for line in mi355.extrapolation[1:]} == {"mxfp4"}
+    h100 = R.estimate("llama-3-70b", "H100", 64, 1000, 200, weight_dtype="fp8", kv_dtype="fp8")
+    assert h100.extrapolation == ()
+
+
+def test_a_ttft_under_a_client_concurrency_waits_in_a_queue():
+    """Closed-loop clients whose prefills queue for one engine behind the other clients' (M/D/1):
+    with x = TTFT + the decode part of the cycle D and k = c - 1 other clients, their load is
+    k S / x and TTFT - S = k S^2 / (2 (x - k S)), a quadratic in x whose larger root is the
+    answer. _queued finds it by bisection. One client never waits."""
+    import math
+
+    for service, tpot, clients, output in ((1.0, 0.1, 2, 11), (0.4, 0.03, 50, 500),
+                                            (0.4, 0.02, 5, 500), (0.05, 0.01, 100, 20)):
+        d = (output - 1) * (tpot + (clients - 1) / output * service)
+        k = clients - 1
+        a, b_, c_ = 2, -2 * (k * service + d + service), \
+            2 * k * service * (d + service) - k * service ** 2
+        x = (-b_ + math.sqrt(b_ * b_ - 4 * a * c_)) / (2 * a)
+        assert R._queued(service, tpot, clients, output) == pytest.approx(x - d, rel=1e-9)
+    assert R._queued(0.2, 0.05, 1, 100) == pytest.approx(0.2, rel=1e-12)
+
+
+def test_the_queue_applies_to_the_ttft_rows_under_concurrency_only(rows):
+    """NIM's TTFT rows at 5, 25 and 50 clients queue; at one client, and every other metric,
+    the prediction is the plain one; the fit's fast surrogate agrees with the exact path."""
+    nim = [r for r in M.usable(rows) if r.family == "NIM"]
+    queued = [r.number for r in nim if R._clients(r)]
+    assert queued == [86, 87, 90]
+    preset = R.load_presets()["default"]
+    stack = R._Stack([R._costs(r) for r in nim])
+    exact = [R.predict_row(r, preset) for r in nim]
+    assert stack.predict(preset.values()) == pytest.approx(exact, rel=1e-6)
+    alone = next(r for r in nim if r.number == 85)  # the same prompt at one client
+    for r in nim:
+        if r.number in queued:
+            assert R.predict_row(r, preset) > R.predict_row(alone, preset)

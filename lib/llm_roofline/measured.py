@@ -1,6 +1,6 @@
 """Published measurements of real engines against the calculator's floor and kernel-by-kernel time.
 
-``load()`` reads ``data/measured/measured-inference.csv`` (118 published rows, sources in the
+``load()`` reads ``data/measured/measured-inference.csv`` (124 published rows, sources in the
 file and in its README) into typed ``Row`` objects: each mapped to a ``ModelConfig`` (from the
 data's ``model-configs.json``), an accelerator of the library, the weight / KV-cache / math
 precisions and an engine family, or marked not reproducible with the reason (speculative
@@ -20,7 +20,10 @@ definition the source gives:
   decode speed ``1 / TPOT``;
 - ``ttft``: the prefill of the row's batch; under a client concurrency (NIM) the prefill of the
   request's own prompt, which is the least a request waits;
-- ``itl``: the decode step of the batch (``TPOT``); ``e2e_latency``: ``TTFT + (out - 1) TPOT``.
+- ``itl``: the decode step of the batch (``TPOT``); under a client concurrency ``c`` of a
+  continuously batching server, the step plus the prefills of the other ``c - 1`` requests'
+  successors spread over their output: ``TPOT + (c - 1) / c * TTFT(c prompts) / out`` (one
+  request of ``c`` arrives every ``out / c`` steps); ``e2e_latency``: ``TTFT + (out - 1) TPOT``.
 
 ``compare(rows)`` gives one ``Comparison`` per usable row: the kernel-by-kernel value
 (``bound``), the floor, measured, their ratio (``attained``: measured speed over the
@@ -47,8 +50,8 @@ from .models import ModelConfig
 
 __all__ = [
     "COLUMNS", "FAMILIES", "METRICS", "MODERN", "Comparison", "Row", "bound", "bound_estimate",
-    "ceiling", "compare", "dp_compare", "engines_table", "family", "floor", "floor_value", "load",
-    "model_config", "not_reproducible",
+    "break_even_prompt", "ceiling", "ceiling_compare", "compare", "dp_compare", "engines_table",
+    "family", "floor", "floor_value", "load", "model_config", "not_reproducible",
     "plot_against_bound", "predicted_value", "reasons_summary", "reasons_table", "rounding",
     "usable",
 ]
@@ -232,7 +235,9 @@ def _precision(text: str) -> tuple[str, str, str | None, int] | str:
     """
     t = text.lower()
     if "nvfp4" in t:
-        return "NVFP4 weights: the library has no 4-bit float format or FP4 peak"
+        # W4A4 on the FP4 tensor cores, the faster reading where a source leaves the
+        # activations' format open; KV cache as for FP8 checkpoints: FP8 where unstated
+        return "nvfp4", "fp8", "nvfp4", 16
     if "q8_0" in t or "q4_0" in t or "gguf" in t:
         if "q4_0" in t:
             return "int4", "fp16", "bf16", 32  # 4 bits + one fp16 scale per 32: exactly Q4_0
@@ -268,6 +273,8 @@ def _definition(r: dict, fam: str) -> str:
         return "batch*output/e2e"
     if metric == "output_throughput_per_gpu":
         return "batch*output/e2e/n_gpus"
+    if metric == "itl" and "concurrency" in r["notes"] and r["batch"] not in ("", "1"):
+        return "tpot+prefills"  # continuous batching: the others' prefills share the steps
     return {"ttft": "ttft", "itl": "tpot", "e2e_latency": "e2e", "gpu_memory": "memory",
             "prefill_throughput": "batch*input/ttft"}[metric]
 
@@ -428,6 +435,7 @@ def predicted_value(row: Row, est: Estimate) -> float:
         "batch*output/e2e/n_gpus": lambda: b * o / est.e2e_s / row.n_gpus,
         "ttft": lambda: est.ttft_s * scale,
         "tpot": lambda: est.tpot_s * scale,
+        "tpot+prefills": lambda: (est.tpot_s + (b - 1) / b * est.ttft_s / o) * scale,
         "e2e": lambda: est.e2e_s * scale,
     }
     if d not in value:
@@ -449,7 +457,15 @@ def bound(row: Row) -> float:
 
 
 def floor_value(row: Row, est: Estimate) -> float:
-    """The row's metric at the floor (``Estimate.ttft_floor_s``, ``tpot_floor_s``), row's unit."""
+    """The row's metric at the floor (``Estimate.ttft_floor_s``, ``tpot_floor_s``), row's unit.
+
+    An inter-token latency under a client concurrency (``tpot+prefills``) is at least the
+    larger of the decode step's floor and the others' prefills' share of a step: the engine
+    may overlap the two, so their sum would not be a floor."""
+    if row.definition == "tpot+prefills":
+        b, _, o = row.sizes()
+        scale = {"ms": 1e3, "s": 1.0}[row.unit]
+        return float(max(est.tpot_floor_s, (b - 1) / b * est.ttft_floor_s / o) * scale)
     return predicted_value(row, _Floors(ttft_s=est.ttft_floor_s, tpot_s=est.tpot_floor_s,
                                         e2e_s=est.e2e_floor_s))
 
@@ -597,21 +613,101 @@ def dp_compare(rows: list[Row] | None = None) -> list[Comparison]:
     return out
 
 
-def ceiling(row: Row) -> float:
-    """For a max-throughput row without a batch: the infinite-batch ceiling of its throughput.
+# Rows served as independent replicas, or in a layout the tensor-parallel calculator cannot
+# express (data-parallel attention): row -> (replicas, options). The ceiling of such a row is
+# the replicas' sum, each replica on n_gpus / replicas GPUs; with one GPU a replica it is the
+# eight GPUs' own floors added, which no layout over them can beat (an unbounded batch reads each
+# weight once for infinitely many tokens, so only the math and the cache remain, and
+# communication only adds). MLPerf Inference v5.1 on eight B200 (rows 119-124): Llama-2-70B
+# ran eight one-GPU replicas, Llama-3.1-405B two of TP2 x PP2, DeepSeek-R1 attention DP with
+# its experts over the eight GPUs. DeepSeek-R1 is priced all in NVFP4, its experts' and dense
+# MLPs' format: its attention projections ran at a higher precision, so the ceiling is a
+# little looser than the run's formats give, never lower.
+_REPLICAS = {
+    119: (8, {}), 120: (8, {}), 121: (8, {}),
+    122: (8, {}),  # two TP2 x PP2 replicas: bounded by eight GPUs' floors (405B fits none alone)
+    123: (8, {}), 124: (8, {}),
+}
+_HUGE = 2**24  # requests: an unbounded batch (memory is not enforced)
 
-    Throughput ``batch * output / e2e`` grows with the batch (the weights are read once per step
-    for everyone), so its supremum over all batches, whatever the scheduler chose, is the limit
-    at a huge batch (here 2**24 requests; memory is not enforced), in the row's unit.
-    """
+
+def _ceiling_estimate(row: Row, **overrides) -> tuple[Estimate, int, int]:
+    """(estimate at an unbounded batch, replicas, prompt) of a row without a batch."""
     if row.batch is not None or row.metric not in ("output_throughput", "output_throughput_per_gpu"):
         raise ValueError(f"row {row.number}: the ceiling is for throughput rows without a batch")
     if row.config is None or row.accelerator is None or row.weight_dtype is None:
         raise ValueError(f"row {row.number}: {row.reason}")
-    huge = 2**24
-    est = estimate(row.config, row.accelerator, huge, row.input_len, row.output_len, **row.options())
-    total = huge * row.output_len / est.e2e_s
+    replicas, options = _REPLICAS.get(row.number, (1, {}))
+    prompt = row.input_len if row.input_len is not None else 1
+    prompt = overrides.pop("prompt_len", prompt)
+    opts = row.options() | {"n_gpus": row.n_gpus // replicas} | options | overrides
+    est = estimate(row.config, row.accelerator, _HUGE, max(prompt, 1), row.output_len, **opts)
+    return est, replicas, prompt
+
+
+def ceiling(row: Row, *, kernels: bool = False, **overrides) -> float:
+    """For a max-throughput row without a batch: the infinite-batch ceiling of its throughput.
+
+    Throughput ``batch * output / e2e`` grows with the batch (the weights are read once per step
+    for everyone), so its supremum over all batches, whatever the scheduler chose, is the limit
+    at a huge batch (here 2**24 requests; memory is not enforced), at the floor (no engine beats
+    it), or kernel by kernel with ``kernels=True``; in the row's unit. A row served as
+    independent replicas (MLPerf's, ``_REPLICAS``) sums its replicas. Where the source states
+    no prompt length, the ceiling is taken at the least prompt, one token: a longer prompt only
+    adds work, so no prompt can raise it. ``overrides``: ``calculator.estimate`` options (another
+    format, ``prompt_len``) for what-ifs.
+    """
+    est, replicas, _ = _ceiling_estimate(row, **overrides)
+    total = replicas * _HUGE * row.output_len / (est.e2e_s if kernels else est.e2e_floor_s)
     return total / row.n_gpus if row.metric == "output_throughput_per_gpu" else total
+
+
+def break_even_prompt(row: Row, *, longest: int | None = None, **overrides) -> int:
+    """For a row without a stated prompt length: the longest mean prompt (tokens) at which its
+    ceiling (``ceiling``, with ``overrides`` such as another format) still reaches the
+    measurement; 0 if even a one-token prompt does not, ``longest`` if every prompt up to it
+    does (by default the model's context less the output). Past it, a floor priced so would be
+    beaten: the prompt the source leaves out decides.
+    """
+    if not isinstance(row, Row) or row.config is None:
+        raise ValueError(f"row must be a measured.Row the library can price, got "
+                         f"{validate.shorten(row)}")
+    most = row.config.max_context - (row.output_len or 1)
+    longest = most if longest is None else validate.integer("longest", longest, minimum=1,
+                                                            maximum=max(most, 1))
+    if "prompt_len" in overrides:
+        raise ValueError("prompt_len is what break_even_prompt searches; leave it out")
+
+    def holds(prompt):
+        return ceiling(row, prompt_len=prompt, **overrides) >= row.value
+
+    if not holds(1):
+        return 0
+    if holds(longest):
+        return longest
+    lo, hi = 1, longest  # holds(lo), not holds(hi): the ceiling falls as the prompt grows
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    return lo
+
+
+def ceiling_compare(rows: list[Row] | None = None) -> list[Comparison]:
+    """A ``Comparison`` of each max-throughput row without a batch that the library can price:
+    measured against its infinite-batch ceiling (``ceiling``: ``floor``) and the kernel-by-kernel
+    value at the same batch (``bound``). ``compare`` leaves these rows out (no batch to compute);
+    no row may beat its ceiling."""
+    out = []
+    for row in load() if rows is None else rows:
+        if row.batch is not None or row.weight_dtype is None or row.config is None \
+                or row.accelerator is None or row.input_len is None and row.number not in _REPLICAS \
+                or row.output_len is None \
+                or row.metric not in ("output_throughput", "output_throughput_per_gpu"):
+            continue
+        top, kernels = ceiling(row), ceiling(row, kernels=True)
+        out.append(Comparison(row=row, bound=kernels, measured=row.value,
+                              attained=row.value / kernels, mbu=None, mfu=None, floor=top))
+    return out
 
 
 # --- tables and figures for the book page ---------------------------------------------------------

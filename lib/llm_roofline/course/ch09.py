@@ -39,6 +39,18 @@ def _short(chip) -> str:
     return chip.name.removeprefix("NVIDIA ").removeprefix("AMD Instinct ")
 
 
+_WORDS = {"llama": "Llama", "deepseek": "DeepSeek", "qwen3": "Qwen3", "mistral": "Mistral",
+          "mixtral": "Mixtral", "gpt": "GPT", "oss": "oss", "8x7b": "8x7B", "8x22b": "8x22B"}
+
+
+def _display(model) -> str:
+    """A model as the prose names it: ``'llama-3-70b'`` -> ``'Llama-3-70B'``, ``'deepseek-v3'``
+    -> ``'DeepSeek-V3'`` (a ModelConfig by its name)."""
+    key = model if isinstance(model, str) else model.name
+    return "-".join(_WORDS.get(w, w.upper() if any(ch.isdigit() for ch in w) or len(w) <= 2
+                               else w.capitalize()) for w in key.split("-"))
+
+
 def tp_scaling(model="llama-3-70b", chips: Sequence[str] = ("H100 SXM", "GB200"),
                gpus: Sequence[int] = (2, 4, 8, 16, 32), batch: int = 32, prompt: int = 2048,
                output: int = 256):
@@ -68,7 +80,7 @@ def tp_scaling(model="llama-3-70b", chips: Sequence[str] = ("H100 SXM", "GB200")
             ax.set_xticks(widths, labels=[str(n) for n in widths])
             ax.set_xlabel("GPUs of tensor parallelism")
             ax.grid(True, alpha=0.3)
-        left.set(yscale="log", ylabel="TPOT (ms)", title=f"{get_model(model).name}, {batch} users")
+        left.set(yscale="log", ylabel="TPOT (ms)", title=f"{_display(get_model(model))}, {batch} users")
         _plain_log_y(left)
         right.set(ylim=(0, None), ylabel="all-reduces' share of TPOT (%)",
                   title="dotted: end of an 8-GPU node")
@@ -184,14 +196,16 @@ def formats_table(chips: Sequence[str] = ("H100 SXM", "B200", "B300", "MI325X", 
         f"{_short(c)} (TFLOPS)": "{:,.0f}" for c in chips})
 
 
-def frontier(comparisons, data_parallel=()):
+def frontier(comparisons, data_parallel=(), ceilings=()):
     """Every published row the library can express: measured speed over the floor's speed
     (vertical) against the kernel-by-kernel speed over the floor's (horizontal), log-log.
 
     For latencies, the floor's time over the measured time. No point may rise above 1 (the
     floor holds); a point above the diagonal beat the kernel-by-kernel time (it overlapped).
     Colour: the GPU; ``data_parallel``: the rows of ``measured.dp_compare`` (data-parallel
-    attention with expert parallelism), drawn as triangles. Returns the figure.
+    attention with expert parallelism), drawn as triangles; ``ceilings``: the rows of
+    ``measured.ceiling_compare`` (max-throughput runs without a batch, against the ceiling at
+    an unbounded batch), drawn as diamonds. Returns the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -199,13 +213,14 @@ def frontier(comparisons, data_parallel=()):
 
     if not comparisons:
         raise ValueError("comparisons must hold at least one measured.Comparison, got none")
-    data_parallel = list(data_parallel)
+    data_parallel, ceilings = list(data_parallel), list(ceilings)
     dp_numbers = {c.row.number for c in data_parallel}
-    comparisons = [*comparisons, *data_parallel]
+    top_numbers = {c.row.number for c in ceilings}
+    comparisons = [*comparisons, *data_parallel, *ceilings]
     gpus = sorted({c.row.accelerator for c in comparisons})
     colours = dict(zip(gpus, plt.get_cmap("tab10").colors, strict=False))
     with plt.rc_context(PAGE):
-        fig, ax = plt.subplots(figsize=(WIDTH, 5.2), layout="constrained")
+        fig, ax = plt.subplots(figsize=(WIDTH, 5.4), layout="constrained")
         for c in comparisons:
             if c.row.metric in TIMES:
                 x, y = c.floor / c.bound, c.floor / c.measured
@@ -214,25 +229,31 @@ def frontier(comparisons, data_parallel=()):
             marker = "s" if c.row.metric in TIMES else "o"
             if c.row.number in dp_numbers:
                 marker = "^"
-            ax.scatter([x], [y], s=48 if marker == "^" else 30, marker=marker,
+            elif c.row.number in top_numbers:
+                marker = "D"
+            big = marker in "^D"
+            ax.scatter([x], [y], s=44 if big else 30, marker=marker,
                        color=colours[c.row.accelerator], alpha=0.85, zorder=3,
-                       edgecolors="k" if marker == "^" else "none", linewidths=0.6)
-        lo = 0.03
+                       edgecolors="k" if big else "none", linewidths=0.6)
+        lo = 0.01
         ax.plot([lo, 1], [lo, 1], color="0.3", lw=1, label="measured = kernel by kernel")
         ax.axhline(1, color="k", lw=1.6, label="the floor: no engine above it")
         for g in gpus:
             ax.scatter([], [], color=colours[g], label=g)
         ax.scatter([], [], marker="s", color="0.4", label="a latency (square)")
         if data_parallel:
-            ax.scatter([], [], marker="^", s=48, color="0.4", edgecolors="k", linewidths=0.6,
+            ax.scatter([], [], marker="^", s=44, color="0.4", edgecolors="k", linewidths=0.6,
                        label="data-parallel attention")
+        if ceilings:
+            ax.scatter([], [], marker="D", s=44, color="0.4", edgecolors="k", linewidths=0.6,
+                       label="no batch: unbounded-batch floor")
         ax.set(xscale="log", yscale="log", xlim=(0.3, 1.05), ylim=(lo, 1.6),
                xlabel="kernel-by-kernel speed / floor speed",
                ylabel="measured speed / floor speed",
                title=f"{len(comparisons)} published rows against their floor")
         ax.set_xticks([0.3, 0.4, 0.5, 0.6, 0.8, 1.0],
                       labels=["0.3", "0.4", "0.5", "0.6", "0.8", "1"])
-        ax.set_yticks([0.03, 0.1, 0.3, 1.0], labels=["0.03", "0.1", "0.3", "1"])
+        ax.set_yticks([0.01, 0.03, 0.1, 0.3, 1.0], labels=["0.01", "0.03", "0.1", "0.3", "1"])
         ax.minorticks_off()
         ax.grid(True, which="major", alpha=0.25)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, ncol=3,
