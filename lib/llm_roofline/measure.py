@@ -374,24 +374,26 @@ def _copy_kernel(size_mb, pooled: bool = False):
 
 
 def _matvec_kernel(size_mb, pooled: bool = False):
-    """A float32 GEMV over a ``size_mb`` MB matrix into a preallocated vector: (function,
-    bytes counted: the matrix, the vector and the result); ``pooled``: a list of GEMVs, one
-    per block of :data:`BLOCK_MB` MB, and the bytes of one."""
+    """A float32 GEMV over a ``size_mb`` MB matrix into a preallocated vector, as the tiny
+    model runs one (a vector times a matrix stored ``[d_in, d_out]``: ``x @ W``, which
+    OpenBLAS streams faster on one core than ``W @ x``): (function, bytes counted: the matrix,
+    the vector and the result); ``pooled``: a list of GEMVs, one per block of
+    :data:`BLOCK_MB` MB, and the bytes of one."""
     size = _size_mb(size_mb, "size_mb", arrays=1)
     if pooled:
         cols = 1024
         rows = max(1, min(size, BLOCK_MB) * MB // (4 * cols))
-        x = np.ones(cols, np.float32)
-        y = np.empty(rows, np.float32)
+        x = np.ones(rows, np.float32)
+        y = np.empty(cols, np.float32)
         ws = [np.ones((rows, cols), np.float32) for _ in range(max(1, size // BLOCK_MB))]
-        return ([lambda w=w: np.matmul(w, x, out=y) for w in ws],
+        return ([lambda w=w: np.matmul(x, w, out=y) for w in ws],
                 ws[0].nbytes + x.nbytes + y.nbytes)
-    cols = 4096 if size >= 16 else 1024  # small sizes: enough rows for every thread
+    cols = 4096 if size >= 16 else 1024  # small sizes: enough columns for every thread
     rows = max(1, size * MB // (4 * cols))
     w = np.ones((rows, cols), np.float32)
-    x = np.ones(cols, np.float32)
-    y = np.empty(rows, np.float32)
-    return (lambda: np.matmul(w, x, out=y)), w.nbytes + x.nbytes + y.nbytes
+    x = np.ones(rows, np.float32)
+    y = np.empty(cols, np.float32)
+    return (lambda: np.matmul(x, w, out=y)), w.nbytes + x.nbytes + y.nbytes
 
 
 def _matmul_kernel(n, dtype):
