@@ -41,10 +41,10 @@ import sys
 # 5-10 % longer. 2**21 cycles (0.8 ms at 2.6 GHz) is still longer than the gaps between a
 # decode step's products (under 0.5 ms), so decode keeps its thread awake. OpenBLAS reads the
 # variable once, when it loads: it must be set before NumPy is imported.
-THREAD_TIMEOUT = ("OPENBLAS_THREAD_TIMEOUT", "21")
-if "numpy" not in sys.modules:
-    os.environ.setdefault(*THREAD_TIMEOUT)
-THREAD_TIMEOUT_SET = os.environ.get(THREAD_TIMEOUT[0]) if "numpy" not in sys.modules else None
+NUMPY_LOADED = "numpy" in sys.modules  # then OpenBLAS has read its environment already
+if not NUMPY_LOADED:
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "21")
+THREAD_TIMEOUT_SET = None if NUMPY_LOADED else os.environ["OPENBLAS_THREAD_TIMEOUT"]
 
 import numpy as np  # noqa: E402
 

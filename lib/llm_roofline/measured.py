@@ -614,7 +614,7 @@ def dp_compare(rows: list[Row] | None = None) -> list[Comparison]:
 
 
 # Rows served as independent replicas, or in a layout the tensor-parallel calculator cannot
-# express (data-parallel attention): row -> (replicas, options). The ceiling of such a row is
+# express (data-parallel attention): row -> replicas. The ceiling of such a row is
 # the replicas' sum, each replica on n_gpus / replicas GPUs; with one GPU a replica it is the
 # eight GPUs' own floors added, which no layout over them can beat (an unbounded batch reads each
 # weight once for infinitely many tokens, so only the math and the cache remain, and
@@ -623,11 +623,9 @@ def dp_compare(rows: list[Row] | None = None) -> list[Comparison]:
 # its experts over the eight GPUs. DeepSeek-R1 is priced all in NVFP4, its experts' and dense
 # MLPs' format: its attention projections ran at a higher precision, so the ceiling is a
 # little looser than the run's formats give, never lower.
-_REPLICAS = {
-    119: (8, {}), 120: (8, {}), 121: (8, {}),
-    122: (8, {}),  # two TP2 x PP2 replicas: bounded by eight GPUs' floors (405B fits none alone)
-    123: (8, {}), 124: (8, {}),
-}
+_REPLICAS = {119: 8, 120: 8, 121: 8,
+             122: 8,  # two TP2 x PP2 replicas: bounded by eight GPUs' floors (405B fits none alone)
+             123: 8, 124: 8}
 _HUGE = 2**24  # requests: an unbounded batch (memory is not enforced)
 
 
@@ -637,10 +635,10 @@ def _ceiling_estimate(row: Row, **overrides) -> tuple[Estimate, int, int]:
         raise ValueError(f"row {row.number}: the ceiling is for throughput rows without a batch")
     if row.config is None or row.accelerator is None or row.weight_dtype is None:
         raise ValueError(f"row {row.number}: {row.reason}")
-    replicas, options = _REPLICAS.get(row.number, (1, {}))
+    replicas = _REPLICAS.get(row.number, 1)
     prompt = row.input_len if row.input_len is not None else 1
     prompt = overrides.pop("prompt_len", prompt)
-    opts = row.options() | {"n_gpus": row.n_gpus // replicas} | options | overrides
+    opts = row.options() | {"n_gpus": row.n_gpus // replicas} | overrides
     est = estimate(row.config, row.accelerator, _HUGE, max(prompt, 1), row.output_len, **opts)
     return est, replicas, prompt
 
