@@ -448,6 +448,24 @@ def test_the_cache_check_reads_the_process_limit_not_the_machine(monkeypatch):
     assert M.memory_free_bytes() == 10**12
 
 
+def test_a_decode_step_does_not_ask_the_system_for_memory(monkeypatch):
+    """A pass's working memory under 64 MiB is not checked against the system (the question
+    costs about 1 % of a decode step); a larger allocation still is (the test above)."""
+    from llm_roofline.tiny import TinyLlama
+    from llm_roofline.tiny import model as tiny_model
+
+    model = TinyLlama.random(H.chapter_models()["micro"], seed=0)
+    logits, cache = model.prefill([[1, 2, 3]], max_len=8)
+
+    def asked():
+        raise AssertionError("a decode step asked the system for its free memory")
+
+    monkeypatch.setattr(M, "memory_free_bytes", asked)
+    model.decode([4], cache)  # a few kB of activations: not asked
+    with pytest.raises(AssertionError, match="asked the system"):
+        tiny_model._fits("a large pass", tiny_model.SMALL_ALLOCATION)
+
+
 def test_the_process_limit_is_read_from_rlimit_as(monkeypatch):
     import resource
 

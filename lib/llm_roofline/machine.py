@@ -319,10 +319,9 @@ def _op_kernels(model, B: int, n: int, past: int, lm_rows: int, rng) -> dict:
     if n > 1:
         seen = np.arange(past + n) <= past + np.arange(n)[:, None]  # [n, S]
         mask = np.where(seen, 0, -np.inf).astype(act)
-    scale = 1.0 / math.sqrt(dh)
     scores = model._attn_scores(qg, K)  # [B, G, g*n, S], softmaxed in place below
-    p = model._softmax(scores.copy(), scale, mask)
-    a = model._attn_values(p, V).reshape(B, G, H // G, n, dh).transpose(0, 3, 1, 2, 4)
+    p, total = model._softmax(scores.copy(), mask)  # exponentials, each row's sum
+    a = model._attn_values(p, V, total).reshape(B, G, H // G, n, dh).transpose(0, 3, 1, 2, 4)
     a = a.reshape(T, H * dh)
     gate = model._linear("gate_proj", h, *layer["gate_proj"])  # [T, f]
     up = model._linear("up_proj", h, *layer["up_proj"])
@@ -338,8 +337,8 @@ def _op_kernels(model, B: int, n: int, past: int, lm_rows: int, rng) -> dict:
         "kv_write": lambda: model._kv_cache(kr, v, kc, vc, past),
         "kv_read": lambda: (kc[:, :, :S], vc[:, :, :S]),  # a view: no bytes move
         "attn_scores": lambda: model._attn_scores(qg, K),
-        "softmax": lambda: model._softmax(scores, scale, mask),
-        "attn_values": lambda: model._attn_values(p, V),
+        "softmax": lambda: model._softmax(scores, mask),
+        "attn_values": lambda: model._attn_values(p, V, total),
         "residual": lambda: model._residual(x, y),
         "mlp_norm": lambda: model._norm("mlp_norm", x, layer["mlp_norm"]),
         "mlp_act": lambda: model._swiglu(gate, up),

@@ -8,7 +8,7 @@ matrix product ``x @ W``. The model keeps each matrix as GPT-2 and picoGPT do, `
 (the transpose of Hugging Face's), which OpenBLAS multiplies a few per cent faster than the
 transposed view; ``model.w`` still shows every weight under its Hugging Face name and shape,
 as a view. The products that read the same input run as one, their weights side by side (q, k
-and v; gate and up), and a prefill's largest element-wise work (softmax, SwiGLU, RMSNorm)
+and v; gate and up), and a prefill's largest element-wise work (softmax, SwiGLU)
 splits its rows among the BLAS's threads (:func:`on_threads`).
 
 The forward pass reads as the transformer it is, after jaymody/picoGPT: :meth:`TinyLlama._forward`
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import formulas, validate
+from .. import formulas, measure, validate
 from ..models import resolve
 from .tally import Tally
 
@@ -49,13 +49,19 @@ MAX_NEW_TOKENS = 1 << 16
 tens of microseconds, so more would run for minutes whatever the model's context allows."""
 
 
+SMALL_ALLOCATION = 1 << 26
+"""Bytes (64 MiB) below which :func:`_fits` does not ask the system for its free memory: the
+question takes about 0.1 ms, 1 % of a decode step, and a machine without twice that to spare
+fails elsewhere first."""
+
+
 def _fits(what: str, nbytes: float) -> None:
     """Refuse ``nbytes`` beyond half of what the system and this process's own memory limit
     (``RLIMIT_AS``, the cgroup's ``memory.max``) leave for a new allocation."""
-    from ..measure import memory_free_bytes
-
+    if nbytes < SMALL_ALLOCATION:
+        return
     validate.allocation(what, nbytes)
-    free = memory_free_bytes()
+    free = measure.memory_free_bytes()
     if free is not None and nbytes > free // 2:
         raise ValueError(
             f"{what} would take {nbytes / 2**20:,.0f} MiB, more than half of the "
@@ -64,7 +70,8 @@ def _fits(what: str, nbytes: float) -> None:
 
 # --- the math, one function per formula ----------------------------------------------------
 def rms_norm(x, w, eps, out=None):  # x [T, d], w [d] -> [T, d], into out if given
-    y = np.multiply(x, 1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps), out=out)
+    mean_square = np.einsum("td,td->t", x, x)[:, None] / x.shape[-1]  # [T, 1], no x*x array
+    y = np.multiply(x, 1 / np.sqrt(mean_square + eps), out=out)
     y *= w
     return y
 
@@ -97,10 +104,11 @@ def silu(x, out=None):  # x * sigmoid(x) = x / (1 + exp(-x)), into out if given
     return np.divide(x, y, out=y)
 
 
-PARALLEL_MIN = 1 << 18
+PARALLEL_MIN = 1 << 20
 """Elements from which an element-wise operation splits its rows among the BLAS's threads
-(262,144: a prefill's attention scores and MLP activations). A decode step's vectors stay on
-one thread, where starting a second would cost more than it saves."""
+(1,048,576: a prefill's attention scores and MLP activations). Smaller arrays stay on one
+thread, where waking a second costs more than it saves: on a 2-core host the nine RMSNorms of
+a 512-token prefill ([512, 1024] each) took 4.9 ms on one thread and 8.2 ms split in two."""
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0  # the process that made _pool: a forked child makes its own (the threads stay behind)
@@ -111,10 +119,8 @@ def on_threads(fn, *arrays):  # fn(*blocks) for blocks of the arrays' rows (axis
     element-wise loops release the GIL), as PyTorch runs its element-wise code on every core.
     Small arrays, or a BLAS on one thread, run ``fn(*arrays)`` here."""
     global _pool, _pool_pid
-    from ..measure import blas_thread_count
-
     rows = arrays[0].shape[0]
-    threads = 1 if arrays[0].size < PARALLEL_MIN else min(rows, blas_thread_count(),
+    threads = 1 if arrays[0].size < PARALLEL_MIN else min(rows, measure.blas_thread_count(),
                                                           os.cpu_count() or 1)
     if threads <= 1:
         return fn(*arrays)
@@ -459,45 +465,56 @@ class TinyLlama:
     def _causal_attention(self, q, K, V, past):  # q [B, G, g, n, dh], K, V [B, G, S, dh]
         """Causal attention -> [B, G, g, n, dh]; new token j sees the first past + j + 1 keys."""
         B, G, g, n, dh = q.shape
-        scale = 1.0 / math.sqrt(dh)  # a Python float keeps the activation dtype
+        # the scores' scale 1/sqrt(dh), applied to q: [B, G, g, n, dh] numbers, not [.., S]
+        q = np.multiply(q, 1.0 / math.sqrt(dh), out=np.empty(q.shape, q.dtype))  # contiguous
         if self.skip_masked:  # one query row at a time, over only the keys it may see
             rows = []
             for j in range(n):
                 Kj, Vj = K[:, :, : past + j + 1], V[:, :, : past + j + 1]
-                rows.append(self._scores_softmax_values(q[:, :, :, j], Kj, Vj, scale, None))
+                rows.append(self._scores_softmax_values(q[:, :, :, j], Kj, Vj, None))
             return np.stack(rows, axis=3)
         mask = None  # a bias: 0 where query j may see key s (s <= past + j), -inf elsewhere
         if n > 1:
             seen = np.arange(past + n) <= past + np.arange(n)[:, None]  # [n, S]
             mask = np.where(seen, 0, -np.inf).astype(q.dtype)
-        o = self._scores_softmax_values(q.reshape(B, G, g * n, dh), K, V, scale, mask)
+        o = self._scores_softmax_values(q.reshape(B, G, g * n, dh), K, V, mask)
         return o.reshape(B, G, g, n, dh)
 
-    def _scores_softmax_values(self, q, K, V, scale, mask):  # q [B, G, r, dh], K, V [B, G, S, dh]
+    def _scores_softmax_values(self, q, K, V, mask):  # q [B, G, r, dh], K, V [B, G, S, dh]
         s = self._attn_scores(q, K)  # [B, G, r, S]
-        p = self._softmax(s, scale, mask)  # [B, G, r, S], in the scores' buffer
-        return self._attn_values(p, V)  # [B, G, r, dh]
+        p, total = self._softmax(s, mask)  # in the scores' buffer; each row's sum [B, G, r, 1]
+        return self._attn_values(p, V, total)  # [B, G, r, dh]
 
-    def _attn_scores(self, q, K):  # q [B, G, r, dh], K [B, G, S, dh] -> [B, G, r, S]
+    def _attn_scores(self, q, K):  # q [B, G, r, dh] (scaled), K [B, G, S, dh] -> [B, G, r, S]
         s = self._scratch("scores", (*q.shape[:-1], K.shape[-2]))
-        np.matmul(q, K.swapaxes(-1, -2), out=s)  # one BLAS product per (sequence, KV head)
+        if q.shape[-2] > 16:  # one BLAS product per (sequence, KV head)
+            np.matmul(q, K.swapaxes(-1, -2), out=s)
+        else:  # a decode's few query rows: OpenBLAS runs K q^T several times faster than q K^T
+            s[...] = np.matmul(K, q.swapaxes(-1, -2)).swapaxes(-1, -2)
         self._record("attn_scores", 2 * q.shape[-1] * s.size, (q,), (s,))  # K: in kv_read
         return s
 
-    def _softmax(self, s, scale, mask):  # s [B, G, r, S], scaled, masked, in place
-        def rows(x):  # x [heads, n, S] with a mask [n, S], or [rows, S] without
-            x *= scale
+    def _softmax(self, s, mask):  # s [B, G, r, S], masked, in place -> s, each row's sum
+        """The softmax's exponentials exp(s - max), in place, and each row's sum: the division
+        by it waits for :meth:`_attn_values`, where a row has dh numbers instead of S (as
+        FlashAttention does)."""
+        def rows(x, total):  # x [heads, n, S] with a mask [n, S], or [rows, S] without
             if mask is not None:
                 x += mask
-            softmax(x)
+            x -= x.max(axis=-1, keepdims=True)
+            np.exp(x, out=x)
+            np.einsum("...s->...", x, out=total)  # each row's sum; x.sum is 3x slower here
 
+        total = np.empty((*s.shape[:-1], 1), s.dtype)  # [B, G, r, 1]
         # rows are (head, query) pairs: view the (contiguous) scores as [B*H, n, S]
-        on_threads(rows, s.reshape(-1, *(s.shape[-1:] if mask is None else mask.shape)))
+        rows_shape = (-1, *(s.shape[-1:] if mask is None else mask.shape))
+        on_threads(rows, s.reshape(rows_shape), total.reshape(rows_shape[:-1]))
         self._record("softmax", 6 * s.size, (s,), (s,))
-        return s
+        return s, total
 
-    def _attn_values(self, p, V):  # p [B, G, r, S], V [B, G, S, dh] -> [B, G, r, dh]
-        o = p @ V
+    def _attn_values(self, p, V, total):  # p [B, G, r, S], V [B, G, S, dh], total [B, G, r, 1]
+        o = p @ V  # [B, G, r, dh]
+        o /= total  # the softmax's division (see _softmax)
         self._record("attn_values", 2 * o.shape[-1] * p.size, (p,), (o,))
         return o
 
