@@ -473,12 +473,17 @@ class TinyLlama:
                 Kj, Vj = K[:, :, : past + j + 1], V[:, :, : past + j + 1]
                 rows.append(self._scores_softmax_values(q[:, :, :, j], Kj, Vj, None))
             return np.stack(rows, axis=3)
-        mask = None  # a bias: 0 where query j may see key s (s <= past + j), -inf elsewhere
-        if n > 1:
-            seen = np.arange(past + n) <= past + np.arange(n)[:, None]  # [n, S]
-            mask = np.where(seen, 0, -np.inf).astype(q.dtype)
+        mask = self._mask(past, n) if n > 1 else None  # [n, S]
         o = self._scores_softmax_values(q.reshape(B, G, g * n, dh), K, V, mask)
         return o.reshape(B, G, g, n, dh)
+
+    def _mask(self, past, n):  # [n, S]: the same for every layer, so made once per pass
+        """A bias: 0 where new token j may see key s (s <= past + j), -inf elsewhere."""
+        mask = self._scratch_buffers.get("mask")
+        if mask is None or mask.shape != (n, past + n):
+            seen = np.arange(past + n) <= past + np.arange(n)[:, None]  # [n, S]
+            mask = self._scratch_buffers["mask"] = np.where(seen, 0, -np.inf).astype(self.act)
+        return mask
 
     def _scores_softmax_values(self, q, K, V, mask):  # q [B, G, r, dh], K, V [B, G, S, dh]
         s = self._attn_scores(q, K)  # [B, G, r, S]
