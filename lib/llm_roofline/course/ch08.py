@@ -152,8 +152,9 @@ def gaps(pred: list[dict], host: dict, micro_rows: list[dict], passes: dict) -> 
         {"effect": "linear layers of a decode step", "measured": f"{dec_rate / 1e9:,.1f} GB/s",
          "how": f"GEMVs of weights past the cache (the DRAM read: {host['read_GBps']:,.1f} GB/s)"},
         {"effect": "what runs between operations",
-         "measured": f"{s['decode']['ops_vs_whole']:+.0%} / {s['prefill']['ops_vs_whole']:+.0%}",
-         "how": "sum of the operations against the whole pass, decode / prefill"},
+         "measured": f"{s['prefill']['ops_vs_whole']:+.0%} / {s['decode']['ops_vs_whole']:+.0%}",
+         "how": "the operations' times summed, against the whole pass timed as one: prefill / "
+                "decode (negative: the whole pass took longer)"},
     ]
 
 
