@@ -8,7 +8,7 @@ notebook runs, a cell the page never sees wraps ``plt.show`` and the canvas's
 ``print_figure`` (a scrubber saves its frames with it) to record, for every figure shown, its
 smallest visible text (points at the figure's dpi) and its width in pixels as drawn.
 
-Used by test_notebooks.py inside a network namespace with no route out, so a notebook that
+Used by test_launch.py inside a network namespace with no route out, so a notebook that
 reaches for the network fails.  Usage: python run_notebook.py NOTEBOOK
 """
 

@@ -5,7 +5,10 @@ Colab opens a notebook alone, with none of requirements.txt. The notebook's firs
 the library from the repository when it is missing. This test reads that cell's `%pip install`
 line, builds a new virtual environment, installs the same requirements (the library from this
 checkout instead of from the repository's URL, since the tests run offline; extras such as
-``[widgets]`` kept), adds ipykernel and nbclient, and executes each notebook in it.
+``[widgets]`` kept), adds ipykernel and nbclient, and executes each notebook in it, top to bottom
+in a fresh kernel, offline (a network namespace with only loopback): a notebook that reaches for
+the network, prints a warning or draws a figure too small for a phone fails
+(tests/run_notebook.py). This is the book's one full execution test of the notebooks.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, notebooks
+from conftest import ROOT, notebooks, offline_prefix
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +83,8 @@ def test_notebook_runs_with_only_what_its_install_cell_installs(colab_env, path,
     env.update(MPLBACKEND="Agg", JUPYTER_DATA_DIR=str(tmp_path / "data"), JUPYTER_PATH="",
                JUPYTER_CONFIG_DIR=str(tmp_path / "config"))
     runner = ROOT / "tests" / "run_notebook.py"
-    proc = subprocess.run([str(colab_env), str(runner), str(path)], capture_output=True, text=True,
-                          env=env, timeout=900, cwd=tmp_path)
+    proc = subprocess.run([*offline_prefix(), str(colab_env), str(runner), str(path)],
+                          capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
     log = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     missing = re.findall(r"ModuleNotFoundError.{0,40}?No module named '([\w.]+)'", log)
     log = log[-3000:]

@@ -1,39 +1,16 @@
-"""Every chapter notebook executes top to bottom in a fresh kernel, offline."""
+"""A solution's names: the student edition runs without its solution cells.
+
+Every chapter notebook is executed top to bottom, offline, in a fresh kernel by
+tests/test_launch.py, in an environment holding only what the notebook's install cell installs."""
 
 from __future__ import annotations
 
 import ast
-import os
-import shutil
-import subprocess
-import sys
 
 import nbformat
 import pytest
 
-from conftest import ROOT, notebooks
-
-RUNNER = ROOT / "tests" / "run_notebook.py"
-
-
-def _offline_prefix() -> list[str]:
-    """A new network namespace with only loopback (the kernel talks to us over it), when we may make one."""
-    if shutil.which("unshare") and shutil.which("ip"):
-        probe = subprocess.run(["unshare", "--net", "true"], capture_output=True)
-        if probe.returncode == 0:
-            return ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
-    if os.environ.get("CI") == "true":
-        pytest.fail("cannot create a network namespace to execute notebooks offline")
-    return []
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
-def test_notebook_executes_offline_in_a_fresh_kernel(path):
-    cmd = [*_offline_prefix(), sys.executable, str(RUNNER), str(path)]
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, f"{path.name} failed:\n{(proc.stdout + proc.stderr)[-5000:]}"
+from conftest import notebooks
 
 
 def _bound_and_read(source: str) -> tuple[set[str], set[str]]:
@@ -89,7 +66,7 @@ def test_the_dataflow_check_finds_a_name_only_a_solution_binds():
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.name)
 def test_student_edition_needs_no_solution(path):
     """Without its solution cells a notebook still runs: no later cell reads a name that only a
-    worked solution binds. (The full notebook runs above and in the book's build; the student
+    worked solution binds. (The full notebook runs in test_launch.py and in the book's build; the student
     edition differs from it only by the solution cells, so this dataflow check stands in for a
     third execution of every notebook.)"""
     problems = solution_names_used_later(nbformat.read(path, as_version=4))
