@@ -82,12 +82,19 @@ def test_figure_8_1_names_the_operations_that_take_the_time(fig81, reference):
     # (54.7); k and v, 1024 x 256, are 39.4 and take 4 % of the time: left unnamed
     assert "prefill: q, o, gate, up, down_proj" in texts
     assert "decode: all linear layers" in texts  # GEMVs: every one at 2 FLOPs per 4 bytes
-    rows = [r for r in reference["rows"] if r["phase"] == "prefill" and r["flops"]]
-    residual = next(r for r in rows if r["op"] == "residual")  # 3.9x the DRAM roof
-    rate = residual["flops"] / residual["seconds"]
-    intensity = residual["flops"] / (residual["bytes_read"] + residual["bytes_written"])
-    assert rate > intensity * reference["host"]["cache_GBps"] * 1e9  # above the cache roof
-    assert "residual (prefill)" in texts
+    # an operation above the cache roof is named: at most the two farthest above (by hand:
+    # its rate F / t over min(peak, I x the cache's read bandwidth))
+    host = reference["host"]
+    above = []
+    for r in reference["rows"]:
+        if r["flops"]:
+            intensity = r["flops"] / (r["bytes_read"] + r["bytes_written"])
+            roof = min(host["matmul_GFLOPS"], intensity * host["cache_GBps"]) * 1e9
+            if r["flops"] / r["seconds"] > 1.1 * roof:
+                above.append((r["flops"] / r["seconds"] / roof, f"{r['op']} ({r['phase']})"))
+    named = {t for t in texts if t.endswith(("(prefill)", "(decode)"))}
+    assert named == {name for _, name in sorted(above)[-2:]}
+    assert "residual (prefill)" in named  # the reference run's: 3.9x its DRAM roof
 
 
 def test_figure_8_2_draws_performance_in_tflops(fig82):

@@ -232,7 +232,7 @@ def _largest_linear(rows: list[dict]) -> list[tuple[str, list[dict]]]:
         lin = [r for r in rows if r["phase"] == phase and r["op"] in LINEAR and r["flops"]]
         if not lin:
             continue
-        intensity = {r["op"]: r["flops"] / (r["bytes_read"] + r["bytes_written"]) for r in lin}
+        intensity = {r["op"]: r["flops"] / _moved(r) for r in lin}
         top = max(lin, key=lambda r: r["seconds"])
         group = [r for r in lin if abs(intensity[r["op"]] / intensity[top["op"]] - 1) <= 0.10]
         out.append((phase, sorted(group, key=lambda r: LINEAR.index(r["op"]))))
@@ -306,8 +306,7 @@ def roofline_figure(rows, host: dict, chip):
                     bbox=box | {"ec": colour[phase]},
                     arrowprops=dict(arrowstyle="-", color=colour[phase], lw=0.8), zorder=7)
     for phase, group in _largest_linear(rows):  # below the roof, on its empty right side
-        at = (math.exp(np.mean([math.log(r["flops"] / (r["bytes_read"] + r["bytes_written"]))
-                                for r in group])),
+        at = (math.exp(np.mean([math.log(r["flops"] / _moved(r)) for r in group])),
               math.exp(np.mean([math.log(r["flops"] / r["seconds"] / 1e9) for r in group])))
         right = at[0] >= peak / dram  # past the ridge: the text ends left of the axes' edge
         ax.annotate(_names(phase, group, rows), at, xytext=(125, -70) if right else (30, -34),
@@ -316,13 +315,15 @@ def roofline_figure(rows, host: dict, chip):
                     bbox=box | {"ec": colour[phase]},
                     arrowprops=dict(arrowstyle="-", color=colour[phase], lw=0.8, shrinkB=4),
                     zorder=7)
+
     def over_cache(r):  # how far a row's rate is above the cache roof at its intensity
         return r["flops"] / r["seconds"] / min(peak, r["flops"] / _moved(r) * cache)
 
     above = sorted((r for r in rows if r["flops"] and over_cache(r) > 1.1), key=over_cache)
     for r in above[-2:]:  # at most two named: the farthest above
-        ax.annotate(f"{r['op']} ({r['phase']})", (r["flops"] / _moved(r), r["flops"] / r["seconds"] / 1e9),
-                    xytext=(-4, 88), textcoords="offset points", ha="left", va="bottom",
+        at = (r["flops"] / _moved(r), r["flops"] / r["seconds"] / 1e9)
+        ax.annotate(f"{r['op']} ({r['phase']})", at, xytext=(-4, 88), textcoords="offset points",
+                    ha="left", va="bottom",
                     fontsize=9, color=colour[r["phase"]], bbox=box | {"ec": colour[r["phase"]]},
                     arrowprops=dict(arrowstyle="-", color=colour[r["phase"]], lw=0.8, shrinkB=3),
                     zorder=7)
