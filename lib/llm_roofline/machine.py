@@ -51,7 +51,7 @@ __all__ = [
     "BLAS_OPS", "chapter_models", "host_accelerator", "accelerator_record", "save_accelerator",
     "load_accelerators",
     "bandwidth_at", "footprint_bytes", "pass_times", "profile", "per_call", "predict", "totals", "rows_steps",
-    "plot_roofline",
+    "plot_roofline", "ridge_text", "ROOFLINE_UNITS",
 ]
 
 BLAS_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
@@ -589,13 +589,29 @@ def rows_steps(rows: list[dict]) -> int:
 # ---- the picture --------------------------------------------------------------------------
 
 
+#: The units :func:`plot_roofline` draws performance in, and the FLOP/s each one is.
+ROOFLINE_UNITS = {"GFLOP/s": 1e9, "TFLOP/s": 1e12}
+
+
+def ridge_text(ridge: float) -> str:
+    """The ridge point as a figure labels it: ``"ridge 3.9 FLOPs/byte"``, ``"ridge 295 ..."``."""
+    ridge = validate.real("ridge", ridge, minimum=0, open_min=True, unit="FLOPs/byte")
+    return f"ridge {ridge:,.1f} FLOPs/byte" if ridge < 100 else f"ridge {ridge:,.0f} FLOPs/byte"
+
+
 def plot_roofline(ax, peak: float, bandwidth: float, points=(), *, cache_bandwidth=None,
-                  title: str = "", imin: float = 1 / 16, imax: float = 1024.0):
-    """A roofline on log-log axes in GFLOP/s, with points on it; return the Axes.
+                  title: str = "", imin: float = 1 / 16, imax: float = 1024.0,
+                  unit: str = "GFLOP/s", roof_label: str | None = None,
+                  cache_label: str | None = None, label_ridge: bool = False):
+    """A roofline on log-log axes, with points on it; return the Axes.
 
     ``peak`` in FLOP/s, ``bandwidth`` in bytes/s (the solid line); ``cache_bandwidth``
     adds a dashed slope for a cache level. ``points`` are ``(intensity, FLOP/s, label,
     style)`` tuples with ``style`` a dict for ``ax.scatter`` (``label=None``: no text).
+    ``unit`` is the performance axis's unit, ``"GFLOP/s"`` or ``"TFLOP/s"`` (points stay in
+    FLOP/s). ``roof_label`` and ``cache_label`` replace the lines' legend entries;
+    ``label_ridge`` writes the ridge point's intensity beside its dot (:func:`ridge_text`),
+    above the roof, with head room made for it.
     """
     validate.axes("ax", ax, optional=False)
     peak = validate.real("peak", peak, minimum=1e3, maximum=1e22, unit="FLOP/s")
@@ -608,6 +624,15 @@ def plot_roofline(ax, peak: float, bandwidth: float, points=(), *, cache_bandwid
     if imin >= imax:
         raise ValueError(f"imin ({imin:g}) must be below imax ({imax:g})")
     title = validate.text("title", title, empty=True)
+    if unit not in ROOFLINE_UNITS:
+        raise ValueError(f"unit must be one of {', '.join(map(repr, ROOFLINE_UNITS))}, got "
+                         f"{validate.shorten(unit)}")
+    scale = ROOFLINE_UNITS[unit]
+    if roof_label is not None:
+        roof_label = validate.text("roof_label", roof_label)
+    if cache_label is not None:
+        cache_label = validate.text("cache_label", cache_label)
+    label_ridge = validate.boolean("label_ridge", label_ridge)
     points = validate.sequence("points", points, what="(intensity, FLOP/s, label, style)",
                                empty=True)
     for i, point in enumerate(points):
@@ -620,25 +645,34 @@ def plot_roofline(ax, peak: float, bandwidth: float, points=(), *, cache_bandwid
                 raise ValueError(f"points[{i}] must hold numbers (intensity, FLOP/s), got "
                                  f"{validate.shorten(v)}")
     x = np.geomspace(imin, imax, 256)
-    ax.plot(x, np.minimum(peak, x * bandwidth) / 1e9, color="k",
-            label=f"memory {bandwidth / 1e9:,.1f} GB/s, peak {peak / 1e9:,.0f} GFLOP/s")
+    ax.plot(x, np.minimum(peak, x * bandwidth) / scale, color="k",
+            label=roof_label or f"memory {bandwidth / 1e9:,.1f} GB/s, peak "
+            f"{peak / scale:,.{0 if unit == 'GFLOP/s' else 1}f} {unit}")
     if cache_bandwidth is not None:
-        ax.plot(x, np.minimum(peak, x * cache_bandwidth) / 1e9, "--", color="0.45",
-                label=f"cache {cache_bandwidth / 1e9:,.1f} GB/s")
-    ax.scatter([peak / bandwidth], [peak / 1e9], color="k", s=14, zorder=3)
+        ax.plot(x, np.minimum(peak, x * cache_bandwidth) / scale, "--", color="0.45",
+                label=cache_label or f"cache {cache_bandwidth / 1e9:,.1f} GB/s")
+    ridge = peak / bandwidth
+    ax.scatter([ridge], [peak / scale], color="k", s=14, zorder=3)
     for intensity, rate, label, style in points:
         if not (np.isfinite(intensity) and intensity > 0 and rate > 0):
             continue
-        ax.scatter([intensity], [rate / 1e9], zorder=4, **style)
+        ax.scatter([intensity], [rate / scale], zorder=4, **style)
         if label:
-            ax.annotate(label, (intensity, rate / 1e9), xytext=(5, -4),
+            ax.annotate(label, (intensity, rate / scale), xytext=(5, -4),
                         textcoords="offset points", fontsize=9)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlim(imin, imax)
     ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
-    ax.set_ylabel("performance (GFLOP/s)")
+    ax.set_ylabel(f"performance ({unit})")
     ax.grid(True, which="major", alpha=0.3)
+    if label_ridge:
+        bottom, top = ax.get_ylim()
+        ax.set_ylim(bottom, max(top, 4 * peak / scale))  # room above the roof for the label
+        ax.annotate(ridge_text(ridge), (ridge, peak / scale), xytext=(-6, 9),
+                    textcoords="offset points", ha="right", va="bottom", fontsize=9,
+                    arrowprops=dict(arrowstyle="-", color="k", lw=0.8, shrinkA=0, shrinkB=3),
+                    zorder=6)
     if title:
         ax.set_title(title, fontsize=10)
     return ax

@@ -220,15 +220,51 @@ def use(host: dict) -> None:
     _STATE["host"] = host
 
 
+def _moved(row: dict) -> int:
+    """Bytes an operation's row moves: read plus written."""
+    return row["bytes_read"] + row["bytes_written"]
+
+
+def _largest_linear(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """Per phase, the linear layers that take its time: the one that took the longest and
+    those within 10 % of its intensity (the products of the same shape), in ``LINEAR`` order."""
+    out = []
+    for phase in dict.fromkeys(r["phase"] for r in rows):
+        lin = [r for r in rows if r["phase"] == phase and r["op"] in LINEAR and r["flops"]]
+        if not lin:
+            continue
+        intensity = {r["op"]: r["flops"] / _moved(r) for r in lin}
+        top = max(lin, key=lambda r: r["seconds"])
+        group = [r for r in lin if abs(intensity[r["op"]] / intensity[top["op"]] - 1) <= 0.10]
+        out.append((phase, sorted(group, key=lambda r: LINEAR.index(r["op"]))))
+    return out
+
+
+def _names(phase: str, group: list[dict], rows: list[dict]) -> str:
+    """A label for a group of linear layers: ``"prefill: q, o, gate, up, down_proj"``, or
+    ``"decode: all linear layers"`` when the group is every one of them."""
+    every = {r["op"] for r in rows if r["phase"] == phase and r["op"] in LINEAR and r["flops"]}
+    ops = [r["op"] for r in group]
+    if set(ops) == every and len(ops) > 3:
+        return f"{phase}: all linear layers"
+    if all(op.endswith("_proj") for op in ops):
+        return f"{phase}: " + ", ".join(op.removesuffix("_proj") for op in ops) + "_proj"
+    return f"{phase}: " + ", ".join(ops)
+
+
 def roofline_figure(rows, host: dict, chip):
     """Figure 8.1: the tiny ``L`` model measured on this machine, on its measured roofline.
     Returns the figure.
 
     ``rows`` are ``machine.profile``'s rows, ``host`` ``measure.measure_roofline()``'s dict,
     ``chip`` its ``machine.host_accelerator``. Each phase's star carries its name in a boxed
-    label set off from the operations' points, with a leader line to the star.
+    label set off from the operations' points, with a leader line to the star. The linear
+    layers that take each phase's time are named; so is any operation above the cache roof.
+    The ridge carries its intensity. The band between the DRAM roof and the cache roof is
+    shaded: a point in it read its bytes faster than main memory gives them, from a cache.
     """
     import matplotlib.pyplot as plt
+    import numpy as np
 
     from ..machine import plot_roofline, totals
 
@@ -240,7 +276,7 @@ def roofline_figure(rows, host: dict, chip):
             first = r["phase"] not in seen
             seen.add(r["phase"])
             points.append((r["flops"] / moved, r["flops"] / r["seconds"], None, dict(
-                color=colour[r["phase"]], s=14, alpha=0.7,
+                color=colour[r["phase"]], s=16, alpha=0.75,
                 marker="o" if r["phase"] == "prefill" else "^",
                 label=f"{r['phase']} operations" if first else None)))
     stars = []
@@ -248,18 +284,50 @@ def roofline_figure(rows, host: dict, chip):
         stars.append((phase, t["intensity"], t["flops"] / t["seconds"]))
         points.append((t["intensity"], t["flops"] / t["seconds"], None,
                        dict(color=colour[phase], marker="*", s=170, edgecolor="k")))
-    fig, ax = plt.subplots(figsize=(7.0, 4.9))
-    plot_roofline(ax, chip.peak("fp32"), chip.bandwidth, points,
-                  cache_bandwidth=host["cache_GBps"] * 1e9,
-                  title="The machine that ran this page, fp32: the tiny model measured (stars: phases)")
-    bottom, top = ax.get_ylim()
-    ax.set_ylim(bottom, top * 8)  # head room: a star at the roof keeps its label under the title
+    peak, dram, cache = chip.peak("fp32"), chip.bandwidth, host["cache_GBps"] * 1e9
+    fastest = max(host["read_sweep"], key=lambda k: host["read_sweep"][k])
+    fig, ax = plt.subplots(figsize=(7.0, 5.2))
+    plot_roofline(ax, peak, dram, points, cache_bandwidth=cache, label_ridge=True,
+                  roof_label=f"DRAM roof: read {dram / 1e9:,.1f} GB/s, peak "
+                  f"{peak / 1e9:,.1f} GFLOP/s",
+                  cache_label=f"cache roof: read {cache / 1e9:,.1f} GB/s ({fastest} MB)",
+                  title="The machine that ran this page, fp32: the tiny model measured "
+                  "(stars: phases)")
+    x = np.geomspace(*ax.get_xlim(), 256)
+    ax.fill_between(x, np.minimum(peak, x * dram) / 1e9, np.minimum(peak, x * cache) / 1e9,
+                    color="0.8", alpha=0.45, lw=0, zorder=1,
+                    label="above the DRAM roof: bytes from a cache")
+    bottom, _ = ax.get_ylim()
+    ax.set_ylim(bottom, 6 * peak / 1e9)  # head room: the star labels and the ridge's
+    box = dict(boxstyle="round,pad=0.2", fc="white", alpha=0.8, lw=0.8)
     for phase, intensity, rate in stars:  # labels above the stars, clear of the dots
-        ax.annotate(f"{phase} (phase)", (intensity, rate / 1e9), xytext=(0, 26),
+        ax.annotate(f"{phase} (phase)", (intensity, rate / 1e9),
+                    xytext=(0, 26) if phase == "prefill" else (-22, 30),
                     textcoords="offset points", ha="center", fontsize=9,
-                    bbox=dict(boxstyle="round,pad=0.2", fc="white", alpha=0.75, ec=colour[phase],
-                              lw=0.8),
+                    bbox=box | {"ec": colour[phase]},
                     arrowprops=dict(arrowstyle="-", color=colour[phase], lw=0.8), zorder=7)
+    for phase, group in _largest_linear(rows):  # below the roof, on its empty right side
+        at = (math.exp(np.mean([math.log(r["flops"] / _moved(r)) for r in group])),
+              math.exp(np.mean([math.log(r["flops"] / r["seconds"] / 1e9) for r in group])))
+        right = at[0] >= peak / dram  # past the ridge: the text ends left of the axes' edge
+        ax.annotate(_names(phase, group, rows), at, xytext=(125, -70) if right else (30, -34),
+                    textcoords="offset points", ha="right" if right else "left", va="top",
+                    fontsize=9, color=colour[phase],
+                    bbox=box | {"ec": colour[phase]},
+                    arrowprops=dict(arrowstyle="-", color=colour[phase], lw=0.8, shrinkB=4),
+                    zorder=7)
+
+    def over_cache(r):  # how far a row's rate is above the cache roof at its intensity
+        return r["flops"] / r["seconds"] / min(peak, r["flops"] / _moved(r) * cache)
+
+    above = sorted((r for r in rows if r["flops"] and over_cache(r) > 1.1), key=over_cache)
+    for r in above[-2:]:  # at most two named: the farthest above
+        at = (r["flops"] / _moved(r), r["flops"] / r["seconds"] / 1e9)
+        ax.annotate(f"{r['op']} ({r['phase']})", at, xytext=(-4, 88), textcoords="offset points",
+                    ha="left", va="bottom",
+                    fontsize=9, color=colour[r["phase"]], bbox=box | {"ec": colour[r["phase"]]},
+                    arrowprops=dict(arrowstyle="-", color=colour[r["phase"]], lw=0.8, shrinkB=3),
+                    zorder=7)
     ax.legend(fontsize=9, loc="lower right")
     fig.tight_layout()
     return fig
@@ -267,9 +335,12 @@ def roofline_figure(rows, host: dict, chip):
 
 def h100_figure(configs: dict, prompt: int):
     """Figure 8.2: the tiny ``L`` model's and Llama 3 8B's phases (a 2048-token prompt) on an
-    H100's datasheet roofline in BF16, predicted, not measured. ``configs`` are
-    ``machine.chapter_models()``; the tiny model's circles are drawn over Llama 3 8B's hollow
-    squares, so a square at the same intensity cannot hide a circle. Returns the figure.
+    H100's datasheet roofline, predicted, not measured, with every number in BF16 (weights,
+    KV cache and activations at 2 bytes, where Figure 8.1 measured fp32's 4: each intensity
+    is about twice the fp32 one). ``configs`` are ``machine.chapter_models()``. Each point is
+    named with its intensity in a boxed label; Llama 3 8B's hollow squares are larger than the
+    tiny model's dots, which are drawn on top, and the two decode steps (at nearly the same
+    intensity) are labelled from opposite sides. Performance is in TFLOP/s. Returns the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -280,27 +351,45 @@ def h100_figure(configs: dict, prompt: int):
 
     colour = {"prefill": "C0", "decode": "C3"}
     h100 = get_accelerator("H100")
-    h100_points = []
+    peak = h100.peak("bf16")
+    h100_points, labels = [], []
+    # where each label sits from its point (points; a two-line label): the two decode steps
+    # are at nearly the same spot, so their labels lie on opposite sides of the slope
+    offsets = {("Llama-3-8B", "prefill"): (95, -40, "right"),
+               ("Llama-3-8B", "decode"): (6, 55, "right"),
+               ("tiny model", "prefill"): (18, -60, "left"),
+               ("tiny model", "decode"): (30, -30, "left")}
     for label, cfg, length, mark, style in [
-        ("Llama-3-8B", get_model("llama-3-8b"), 2048, "s", dict(s=80, facecolors="none",
+        ("Llama-3-8B", get_model("llama-3-8b"), 2048, "s", dict(s=150, facecolors="none",
                                                                   linewidths=1.6)),
-        ("tiny model", configs["L"], prompt, "o", dict(s=30)),  # drawn last: on top
+        ("tiny model", configs["L"], prompt, "o", dict(s=28)),  # drawn last: on top
     ]:
-        for phase, costs in [("prefill", op_costs(cfg, 1, length, 0)),
-                             ("decode", op_costs(cfg, 1, 1, length))]:
+        for phase, costs in [("prefill", op_costs(cfg, 1, length, 0, weight_dtype="bf16")),
+                             ("decode", op_costs(cfg, 1, 1, length, weight_dtype="bf16"))]:
             intensity = total(costs).intensity
-            rate = min(h100.peak("bf16"), intensity * h100.bandwidth)
+            rate = min(peak, intensity * h100.bandwidth)
             colours = {"edgecolors": colour[phase]} if mark == "s" else {"color": colour[phase]}
-            h100_points.append((intensity, rate, None, dict(
-                marker=mark, label=f"{label} {phase}", **colours, **style)))
+            h100_points.append((intensity, rate, None, dict(marker=mark, **colours, **style)))
+            labels.append((f"{label} {phase}\n{intensity:,.{2 if intensity < 10 else 0}f} "
+                           "FLOPs/byte", intensity, rate, colour[phase], offsets[label, phase]))
     fig, ax = plt.subplots(figsize=(7.0, 4.9))
-    plot_roofline(ax, h100.peak("bf16"), h100.bandwidth, h100_points, imax=8192,
-                  title="H100 SXM, BF16: predicted from the datasheet")
-    for line in ax.get_lines():  # the datasheet's units, not the measured roof's GB/s and GFLOP/s
-        if line.get_label().startswith("memory "):
-            line.set_label(f"roof: {h100.bandwidth / 1e9:,.0f} GB/s, "
-                           f"{h100.peak('bf16') / 1e12:,.1f} TFLOP/s")
-    ax.legend(fontsize=9, loc="lower right")
+    plot_roofline(ax, peak, h100.bandwidth, h100_points, imax=8192, unit="TFLOP/s",
+                  label_ridge=True,
+                  roof_label=f"BF16 roof: {h100.bandwidth / 1e9:,.0f} GB/s, "
+                  f"{peak / 1e12:,.1f} TFLOP/s",
+                  title="H100 SXM in BF16 (2 bytes a number): predicted from the datasheet")
+    box = dict(boxstyle="round,pad=0.2", fc="white", alpha=0.85, lw=0.8)
+    for text, intensity, rate, c, (dx, dy, ha) in labels:
+        ax.annotate(text, (intensity, rate / 1e12), xytext=(dx, dy), textcoords="offset points",
+                    ha=ha, va="bottom" if dy > 0 else "top", multialignment="left", fontsize=9,
+                    color=c, bbox=box | {"ec": c},
+                    arrowprops=dict(arrowstyle="-", color=c, lw=0.8, shrinkB=5), zorder=7)
+    handles = [plt.Line2D([], [], color="k", label=ax.get_lines()[0].get_label()),
+               plt.Line2D([], [], ls="", marker="s", ms=9, mfc="none", mec="0.3", mew=1.6,
+                          label="Llama-3-8B (2048-token prompt)"),
+               plt.Line2D([], [], ls="", marker="o", ms=6, color="0.3",
+                          label=f"tiny model ({prompt}-token prompt)")]
+    ax.legend(handles=handles, fontsize=9, loc="lower right")
     fig.tight_layout()
     return fig
 
