@@ -25,7 +25,7 @@ The GEMM rate that divides the prefill's is the host's best: a square float32 pr
 a product of each shape the prefill's linear layers run (``gemm_shapes``), the rate the BLAS
 reaches at those shapes: what the prefill could reach if nothing else took time.
 
-    python benchmarks/bench_tiny.py [--prompt 512] [--rounds 5] [--repeats 3] [--threads N]
+    python benchmarks/bench_tiny.py [--prompt 512] [--rounds 10] [--repeats 3] [--threads N]
 """
 
 from __future__ import annotations
@@ -119,9 +119,10 @@ def prefill_shapes(model, P):
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompt", type=int, default=512, help="prefill length = decode context")
-    ap.add_argument("--rounds", type=int, default=5,
+    ap.add_argument("--rounds", type=int, default=10,
                     help="rounds of host, NumPy and torch timings (spread in time: a quiet "
-                         "moment in any round gives a clean best sample)")
+                         "moment in any round gives a clean best sample; ten take about a "
+                         "minute)")
     ap.add_argument("--repeats", type=int, default=3, help="samples per figure and round")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for NumPy's BLAS and for torch (default: every CPU)")
