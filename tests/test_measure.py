@@ -262,7 +262,7 @@ def test_machine_answer_checks(monkeypatch):
     XM.use(HOST)
     assert check("machine-2", 15.0)  # 300 GFLOP/s / 20 GB/s
     assert check("machine-3", 30) and not check("machine-3", 29)  # I = B / 2 >= 15
-    assert not check("machine-4", 1.0)
+    assert not check("machine-5", 1.0)
     with pytest.raises(ValueError, match="host must be the dict"):
         XM.use({"read_GBps": 1})
 

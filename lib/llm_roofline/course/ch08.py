@@ -435,17 +435,17 @@ def _machine_3() -> float:
 
 
 def _machine_4() -> float:
-    from ..counts import total
-
-    return 1e3 * total(_l_decode()).bytes / _chip().bandwidth
-
-
-def _machine_5() -> float:
     from ..calculator import estimate
 
     e = estimate("llama-3-8b", _chip(), 1, 512, 128, weight_dtype="fp32", kv_dtype="fp32",
                  act_dtype="fp32")
     return 1e3 * e.tpot_s
+
+
+def _machine_5() -> float:
+    from ..counts import total
+
+    return 1e3 * total(_l_decode()).bytes / _chip().bandwidth
 
 
 register(
@@ -470,16 +470,16 @@ register(
 
 
 register(
-    "machine-4", _machine_4, unit="ms", rtol=0.05,
-    hint="a memory-bound step takes bytes / bandwidth; sum the bytes of every operation of one "
-    "step (counts.op_costs in fp32).",
+    "machine-4", _machine_4, unit="ms", rtol=0.02,
+    hint="estimate(..., weight_dtype='fp32', kv_dtype='fp32', act_dtype='fp32') with your "
+    "machine as the accelerator; tpot_s is in seconds.",
 )
 
 
 register(
-    "machine-5", _machine_5, unit="ms", rtol=0.02,
-    hint="estimate(..., weight_dtype='fp32', kv_dtype='fp32', act_dtype='fp32') with your "
-    "machine as the accelerator; tpot_s is in seconds.",
+    "machine-5", _machine_5, unit="ms", rtol=0.05,
+    hint="a memory-bound step takes bytes / bandwidth; sum the bytes of every operation of one "
+    "step (counts.op_costs in fp32).",
 )
 
 
